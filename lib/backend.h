@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copy backends: one small interface in front of "move bytes from pinned host
+ * memory to the device".  cuda (lib/backend_cuda.c) uses the CUDA runtime,
+ * loaded with dlopen; host (lib/backend_host.c) is a worker thread copying
+ * into ordinary memory so the pipeline runs without a GPU.
+ *
+ * Every op returns 0 or -errno and is safe to call from any thread (each
+ * backend serializes internally).  Copies run in submission order on one
+ * queue (one non-blocking CUDA stream, one worker thread), so an event covers
+ * its copy and every copy queued before it.  An event id is never 0; it
+ * stays valid until released, and a released or unknown id is -EINVAL.
+ */
+#ifndef PM_BACKEND_H
+#define PM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinmem.h"
+
+struct pm_backend;
+
+struct pm_backend_ops {
+	const char *name;
+	/* Make [ptr, ptr + len) usable for async copies (cudaHostRegister). */
+	int (*register_host)(struct pm_backend *be, void *ptr, size_t len);
+	/* Undo register_host of ptr. */
+	int (*unregister_host)(struct pm_backend *be, void *ptr);
+	int (*dev_alloc)(struct pm_backend *be, size_t len, void **devp);
+	int (*dev_free)(struct pm_backend *be, void *dev);
+	/* Queue a copy; if evp, record an event after it into *evp. */
+	int (*copy_h2d)(struct pm_backend *be, void *dst, const void *src,
+			size_t len, uint64_t *evp);
+	/* Synchronous device -> host copy after everything queued. */
+	int (*copy_d2h)(struct pm_backend *be, void *dst, const void *src,
+			size_t len);
+	/* 1 done, 0 pending, -errno when a copy up to ev failed. */
+	int (*event_query)(struct pm_backend *be, uint64_t ev);
+	/* 0 when done, -errno when a copy up to ev failed. */
+	int (*event_wait)(struct pm_backend *be, uint64_t ev);
+	int (*event_release)(struct pm_backend *be, uint64_t ev);
+	/* Wait for queued copies, free device memory and events, free be. */
+	void (*destroy)(struct pm_backend *be);
+};
+
+/* Set by a backend's create; ops and the error sentence live here. */
+struct pm_backend {
+	const struct pm_backend_ops *ops;
+	/* Detail of the last failure (e.g. the CUDA error name), "" if none. */
+	char err[160];
+};
+
+/* Options a backend create needs from pm_open_opts. */
+struct pm_backend_cfg {
+	const char *cuda_library;
+	int cuda_device;
+};
+
+/*
+ * Create the backend of that kind.  AUTO tries cuda then host and writes why
+ * cuda was not used into note (may be NULL).  NONE sets *bep to NULL.
+ * -EOPNOTSUPP: cuda asked for but not built in; -ENODEV: no usable GPU or
+ * runtime (note says which).
+ */
+int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
+		      struct pm_backend **bep, char *note, size_t note_len);
+
+int pm_backend_host_create(struct pm_backend **bep);
+/* Only in builds with PM_HAVE_CUDA. */
+int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
+			   struct pm_backend **bep, char *note, size_t note_len);
+
+#endif /* PM_BACKEND_H */

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal view of a context, shared by the library's files.
+ *
+ * Every system call that touches /dev/pinmem or locks memory goes through
+ * struct pm_sys_ops, so host unit tests can stand in for the module (which
+ * cannot be faked as a character device) and check the refusal messages and
+ * fallback decisions; the real device is exercised in the VM.
+ */
+#ifndef PM_CTX_H
+#define PM_CTX_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "pinmem.h"
+#include "uapi/pinmem.h"
+
+struct pm_backend;
+
+struct pm_sys_ops {
+	int (*open)(const char *path, int flags);	/* fd or -errno */
+	int (*close)(int fd);
+	int (*ioctl)(int fd, unsigned long req, void *arg);	/* 0 or -errno */
+	int (*mlock)(const void *addr, size_t len);	/* 0 or -errno */
+	int (*munlock)(const void *addr, size_t len);
+	/* RLIMIT_MEMLOCK soft limit (UINT64_MAX: unlimited), bytes locked now. */
+	int (*memlock)(uint64_t *limit, uint64_t *locked);
+};
+
+/* The real system calls. */
+extern const struct pm_sys_ops pm_sys_default;
+
+struct pm_ctx {
+	const struct pm_sys_ops *sys;
+	int dev_fd;			/* -1: no module */
+	struct pinmem_version ver;
+	size_t page_size;
+	struct pm_backend *backend;	/* NULL: PM_BACKEND_NONE */
+	const char *backend_name;
+	bool uring, thp, hugetlb;
+	uint64_t hugetlb_page_size, hugetlb_free_pages;
+	unsigned int cpus;
+
+	pthread_mutex_t lock;		/* bufs, err */
+	struct pm_buf *bufs;		/* live buffers, newest first */
+	char module_note[192];
+	char backend_note[192];
+	char err[320];
+};
+
+/* pm_open with other system calls (tests). */
+int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
+		const struct pm_sys_ops *sys);
+
+/* Record the sentence for pm_ctx_last_error(); returns err (negative). */
+int pm_ctx_error(struct pm_ctx *ctx, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* "8.0 GiB", "64.0 MiB", "512 B": one decimal, binary units. */
+char *pm_fmt_bytes(char *out, size_t len, uint64_t bytes);
+
+#endif /* PM_CTX_H */
