@@ -1,0 +1,131 @@
+#!/bin/busybox sh
+# SPDX-License-Identifier: MIT
+# /init of the pinmem test VM: load pinmem.ko, run every test program, unload,
+# reload, check that every FOLL_PIN was released, print one verdict line and
+# power off.  The host (tests/vm/run.sh) reads the serial console; lines it
+# parses start with "PINMEM-VM".  Nothing printed here may contain the words
+# the host treats as kernel splats.
+
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+exec </dev/console >/dev/console 2>&1
+
+# Test programs need a tmpfs, a ramfs (a file system pinmem must refuse),
+# hugetlbfs with reserved huge pages, and THP on request (MADV_HUGEPAGE).
+mkdir -p /tmp /mnt/ramfs /dev/hugepages /dev/shm
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /dev/shm
+mount -t ramfs ramfs /mnt/ramfs
+mount -t hugetlbfs hugetlbfs /dev/hugepages
+chmod 1777 /tmp /dev/shm /mnt/ramfs /dev/hugepages
+echo 64 >/proc/sys/vm/nr_hugepages
+echo madvise >/sys/kernel/mm/transparent_hugepage/enabled
+
+. /etc/pinmem-vm.conf
+echo "PINMEM-VM: kernel $(uname -r) hugepages $(cat /proc/sys/vm/nr_hugepages) cpus $(nproc)"
+
+ntests=0
+nfailed=0
+failed_list=
+
+record() {	# name rc seconds
+	ntests=$((ntests + 1))
+	if [ "$2" = 0 ]; then
+		echo "PINMEM-VM: pass $1 (${3}s)"
+	else
+		nfailed=$((nfailed + 1))
+		failed_list="$failed_list $1"
+		echo "PINMEM-VM: fail $1 rc=$2 (${3}s)"
+	fi
+}
+
+run_test() {	# name command...
+	name=$1
+	shift
+	echo "PINMEM-VM: begin $name"
+	t0=$(date +%s)
+	timeout -s KILL "$PINMEM_TEST_TIMEOUT" "$@"
+	rc=$?
+	record "$name" "$rc" $(($(date +%s) - t0))
+}
+
+check() {	# name command...: a check of the harness itself, quiet on success
+	name=$1
+	shift
+	if "$@"; then rc=0; else rc=1; fi
+	record "$name" "$rc" 0
+}
+
+module_gone() {
+	! grep -q '^pinmem ' /proc/modules && [ ! -e /dev/pinmem ] &&
+		[ ! -e /proc/driver/pinmem ]
+}
+
+loaded=0
+load() {	# name
+	if insmod /pinmem.ko; then
+		loaded=1
+		record "$1" 0 0
+		check "$1-devnode" test -c /dev/pinmem
+	else
+		loaded=0
+		record "$1" 1 0
+	fi
+}
+
+unload() {	# name
+	if rmmod pinmem; then
+		loaded=0
+		record "$1" 0 0
+		check "$1-gone" module_gone
+	else
+		record "$1" 1 0
+	fi
+}
+
+# Pass 1: every test program, in name order.
+load insmod
+if [ "$loaded" = 1 ]; then
+	for t in /tests/kernel/*; do
+		[ -x "$t" ] && run_test "${t##*/}" "$t"
+	done
+	unload rmmod
+fi
+
+# Pass 2: a reloaded module works; other parts' programs run against it.
+if [ "$loaded" = 0 ]; then
+	load reload
+	if [ "$loaded" = 1 ]; then
+		for t in $PINMEM_RELOAD_TESTS; do
+			run_test "reload-$t" "/tests/kernel/$t"
+		done
+		for t in /tests/extra/*; do
+			[ -x "$t" ] && run_test "extra-${t##*/}" "$t"
+		done
+		unload rmmod-final
+	fi
+fi
+
+# Every FOLL_PIN taken since boot must have been released by now (fold the
+# per-cpu deltas into the totals first).
+echo 1 >/proc/sys/vm/stat_refresh
+acq=$(awk '$1 == "nr_foll_pin_acquired" { print $2 }' /proc/vmstat)
+rel=$(awk '$1 == "nr_foll_pin_released" { print $2 }' /proc/vmstat)
+check foll-pin-balanced test "${acq:-x}" = "${rel:-y}"
+# Taint bits: 32 bad page, 128 died (oops), 512 warned, 16384 soft lockup.
+tainted=$(cat /proc/sys/kernel/tainted)
+check taint-clean test $((tainted & (32 | 128 | 512 | 16384))) = 0
+
+verdict=PASS
+[ "$nfailed" = 0 ] || verdict=FAIL
+echo "PINMEM-VM-RESULT kernel=$(uname -r) tests=$ntests failed=$nfailed" \
+	"foll_pin_acquired=$acq foll_pin_released=$rel tainted=$tainted" \
+	"failed_list=${failed_list# }"
+echo "PINMEM-VM-VERDICT $verdict"
+sync
+poweroff -f
+echo o >/proc/sysrq-trigger
+sleep 10

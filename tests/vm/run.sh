@@ -1,0 +1,172 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Boot one kernel under qemu with pinmem.ko and the tests/kernel programs,
+# then judge its serial log.  Used by `make vm-check` (tests/vm/check-all.sh)
+# for the installed Debian kernels and by the debug-kernel run for its own
+# build.  Exit status 0 only when the VM printed a PASS verdict, every test
+# passed, FOLL_PIN counts balance and the log holds no kernel splat.
+set -eu
+
+usage() {
+	cat >&2 <<EOF
+usage: $0 --kernel BZIMAGE --kbuild KERNEL_BUILD_DIR --kver NAME [options]
+  --timeout S      wall-clock limit for the boot (default \$VM_TIMEOUT or 900)
+  --module KO      use this pinmem.ko instead of building one (make kmod)
+  --accel A        tcg, kvm or auto (default \$VM_ACCEL or auto: kvm only if a
+                   time-bounded probe boot works)
+  --extra "BINS"   more test executables, with the shared libraries ldd lists
+                   (default \$VM_EXTRA_TESTS)
+  --append "ARGS"  more kernel command line
+  --out DIR        work and log directory (default \$O/vm/NAME)
+  --probe-only     print the accelerator auto would choose and exit
+EOF
+	exit 2
+}
+
+kernel= kbuild= kver= module= out= append= probe_only=0
+timeout=${VM_TIMEOUT:-900}
+accel=${VM_ACCEL:-auto}
+extra=${VM_EXTRA_TESTS:-}
+O=${O:-build}
+MAKE=${MAKE:-make}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernel=$2; shift ;;
+	--kbuild) kbuild=$2; shift ;;
+	--kver) kver=$2; shift ;;
+	--timeout) timeout=$2; shift ;;
+	--module) module=$2; shift ;;
+	--accel) accel=$2; shift ;;
+	--extra) extra=$2; shift ;;
+	--append) append=$2; shift ;;
+	--out) out=$2; shift ;;
+	--probe-only) probe_only=1 ;;
+	*) usage ;;
+	esac
+	shift
+done
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+here=tests/vm
+busybox=$(command -v busybox || true)
+[ -n "$busybox" ] || { echo "vm: busybox not found (busybox-static)" >&2; exit 1; }
+if ldd "$busybox" >/dev/null 2>&1; then
+	echo "vm: $busybox is dynamic; install busybox-static" >&2
+	exit 1
+fi
+
+# Time-bounded probe: nested KVM can hang, so use it only if it boots.
+probe_accel() {
+	[ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo tcg; return; }
+	[ -n "$kernel" ] || { echo tcg; return; }
+	p=$(mktemp -d)
+	mkdir -p "$p/root/bin"
+	cp "$busybox" "$p/root/bin/busybox"
+	printf '#!/bin/busybox sh\n/bin/busybox echo PINMEM-KVM-PROBE-OK\n/bin/busybox poweroff -f\n' >"$p/root/init"
+	chmod 755 "$p/root/init"
+	(cd "$p/root" && find . | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$p/initrd.gz"
+	timeout -k 2 "${VM_KVM_PROBE_TIMEOUT:-20}" qemu-system-x86_64 -accel kvm \
+		-cpu host -m 256 -smp 1 -nographic -no-reboot -net none \
+		-kernel "$kernel" -initrd "$p/initrd.gz" \
+		-append "console=ttyS0 panic=-1 quiet" </dev/null >"$p/log" 2>&1 || true
+	if grep -aq PINMEM-KVM-PROBE-OK "$p/log"; then echo kvm; else echo tcg; fi
+	rm -rf "$p"
+}
+
+if [ "$probe_only" = 1 ]; then
+	probe_accel
+	exit 0
+fi
+[ -n "$kernel" ] && [ -n "$kver" ] || usage
+[ -r "$kernel" ] || { echo "vm: cannot read kernel $kernel" >&2; exit 1; }
+[ -n "$module" ] || [ -d "$kbuild" ] || { echo "vm: no kernel build tree $kbuild" >&2; exit 1; }
+[ "$accel" = auto ] && accel=$(probe_accel)
+out=${out:-$O/vm/$kver}
+mkdir -p "$out"
+log=$out/console.log
+
+# Build: the test programs once, the module for this kernel.
+$MAKE -s --no-print-directory vm-tests O="$O"
+if [ -z "$module" ]; then
+	$MAKE -s --no-print-directory kmod KVER="$kver" KDIR="$kbuild" O="$O"
+	module=$O/kmod/$kver/pinmem.ko
+fi
+[ -f "$module" ] || { echo "vm: no module at $module" >&2; exit 1; }
+
+# initramfs: busybox, /init, pinmem.ko, test programs and their libraries.
+root=$out/initramfs
+rm -rf "$root"
+mkdir -p "$root/bin" "$root/etc" "$root/tests/kernel" "$root/tests/extra" \
+	"$root/proc" "$root/sys" "$root/dev" "$root/tmp"
+cp "$busybox" "$root/bin/busybox"
+cp "$here/init.sh" "$root/init"
+chmod 755 "$root/init"
+cp "$module" "$root/pinmem.ko"
+for t in "$O"/tests/kernel/*; do
+	case $t in *.o|*.d) continue ;; esac
+	[ -f "$t" ] && [ -x "$t" ] && cp "$t" "$root/tests/kernel/"
+done
+copy_libs() {	# executable: the shared objects ldd names, at the same paths
+	ldd "$1" 2>/dev/null | awk '/=> \// { print $3 } /^[ \t]*\// { print $1 }' |
+	while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
+}
+for t in $extra; do
+	[ -x "$t" ] || { echo "vm: extra test $t is not an executable" >&2; exit 1; }
+	cp "$t" "$root/tests/extra/"
+	copy_libs "$t"
+done
+cat >"$root/etc/pinmem-vm.conf" <<EOF
+PINMEM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-300}
+PINMEM_RELOAD_TESTS="${VM_RELOAD_TESTS:-t_basic}"
+EOF
+echo 'root:x:0:0:root:/:/bin/sh' >"$root/etc/passwd"
+echo 'pmuser:x:1000:1000::/tmp:/bin/sh' >>"$root/etc/passwd"
+(cd "$root" && find . | sort | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$out/initrd.gz"
+
+cpu=max
+[ "$accel" = kvm ] && cpu=host
+echo "vm: $kver: booting ($accel, timeout ${timeout}s), log $log"
+start=$(date +%s)
+rc=0
+timeout -k 10 "$timeout" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" \
+	-m 2048 -smp 2 -nographic -no-reboot -net none \
+	-kernel "$kernel" -initrd "$out/initrd.gz" \
+	-append "console=ttyS0 panic=-1 $append" </dev/null >"$log" 2>&1 || rc=$?
+secs=$(($(date +%s) - start))
+
+# Judge the log.  Carriage returns come from the serial console.
+clean=$out/console.txt
+tr -d '\r' <"$log" >"$clean"
+reasons=
+fail() { reasons="$reasons; $*"; }
+[ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "timeout after ${timeout}s"
+verdict=$(awk '$1 == "PINMEM-VM-VERDICT" { v = $2 } END { print v }' "$clean")
+[ -n "$verdict" ] || fail "no verdict line"
+[ -z "$verdict" ] || [ "$verdict" = PASS ] || fail "verdict $verdict"
+splats=$(grep -aE 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean" || true)
+[ -z "$splats" ] || fail "kernel splat in log"
+failed=$(grep -a '^PINMEM-VM: fail ' "$clean" || true)
+[ -z "$failed" ] || fail "failed: $(echo "$failed" | awk '{ printf "%s ", $3 }')"
+result=$(grep -a '^PINMEM-VM-RESULT ' "$clean" | tail -n 1 || true)
+acq=$(echo "$result" | sed -n 's/.*foll_pin_acquired=\([0-9]*\).*/\1/p')
+rel=$(echo "$result" | sed -n 's/.*foll_pin_released=\([0-9]*\).*/\1/p')
+if [ -n "$result" ] && { [ -z "$acq" ] || [ "$acq" != "$rel" ]; }; then
+	fail "nr_foll_pin_acquired=$acq != nr_foll_pin_released=$rel"
+fi
+
+if [ -n "$splats" ]; then
+	echo "vm: $kver: kernel log excerpt:"
+	grep -a -B 2 -A 25 -m 3 -E 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean" | head -n 90
+fi
+if [ -n "$reasons" ]; then
+	grep -a -E '^not ok |^# |^PINMEM-VM: fail ' "$clean" | head -n 60 || true
+	echo "vm: $kver: FAIL in ${secs}s (${reasons#; }) log $log"
+	exit 1
+fi
+ntests=$(echo "$result" | sed -n 's/.* tests=\([0-9]*\).*/\1/p')
+nok=$(grep -ac '^ok ' "$clean" || true)
+echo "vm: $kver: PASS in ${secs}s ($ntests programs/checks, $nok TAP cases, foll_pin $acq/$rel, $accel)"
