@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: MIT
+# `make install` / `make uninstall` (PREFIX, DESTDIR), `make dkms-install-src`
+# (the module source for DKMS), and the checks that what gets installed works:
+# version-check, install-check, dkms-check, readme-check.
+#
+# Layout under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local):
+#   bin/pinctl bin/pinstream
+#   lib/libpinmem.so.$(VERSION) lib/libpinmem.so.0 lib/libpinmem.so lib/libpinmem.a
+#   lib/pkgconfig/pinmem.pc
+#   include/pinmem.h include/pinmem_stream.h include/pinmem/uapi/pinmem.h
+#   share/man/manN/*.N
+#   lib/udev/rules.d/60-pinmem.rules  lib/modules-load.d/pinmem.conf
+#   lib/modprobe.d/pinmem.conf        lib/sysusers.d/pinmem.conf
+# systemd-udevd, systemd-modules-load, kmod and systemd-sysusers read those
+# last four directories under /usr/lib and /usr/local/lib alike; with another
+# PREFIX set SYSTEMLIBDIR=/usr/lib (or the single *DIR variables).
+
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SYSTEMLIBDIR ?= $(PREFIX)/lib
+UDEVRULESDIR ?= $(SYSTEMLIBDIR)/udev/rules.d
+MODULESLOADDIR ?= $(SYSTEMLIBDIR)/modules-load.d
+MODPROBEDIR ?= $(SYSTEMLIBDIR)/modprobe.d
+SYSUSERSDIR ?= $(SYSTEMLIBDIR)/sysusers.d
+DKMSSRCDIR ?= /usr/src/pinmem-$(VERSION)
+INSTALL ?= install
+
+# The soname's number; bump it (and only it) on an incompatible library ABI change.
+PM_SOVERSION := 0
+
+# What the other parts build (see mk/10-lib.mk, mk/20-pinctl.mk, mk/21-pinstream.mk).
+PM_INST_LIBSO := $(O)/libpinmem.so.$(VERSION)
+PM_INST_LIBA := $(O)/libpinmem.a
+PM_INST_BINS := $(O)/pinctl $(O)/pinstream
+PM_INST_HEADERS := $(wildcard include/pinmem.h include/pinmem_stream.h)
+PM_INST_MANS := $(wildcard man/*.[1-8])
+
+# Every file `make install` writes, relative to $(DESTDIR); uninstall removes these.
+PM_INSTALLED := \
+	$(LIBDIR)/libpinmem.so.$(VERSION) $(LIBDIR)/libpinmem.so.$(PM_SOVERSION) \
+	$(LIBDIR)/libpinmem.so $(LIBDIR)/libpinmem.a $(PKGCONFIGDIR)/pinmem.pc \
+	$(addprefix $(INCLUDEDIR)/,$(notdir $(PM_INST_HEADERS))) \
+	$(INCLUDEDIR)/pinmem/uapi/pinmem.h \
+	$(addprefix $(BINDIR)/,$(notdir $(PM_INST_BINS))) \
+	$(foreach m,$(PM_INST_MANS),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(UDEVRULESDIR)/60-pinmem.rules $(MODULESLOADDIR)/pinmem.conf \
+	$(MODPROBEDIR)/pinmem.conf $(SYSUSERSDIR)/pinmem.conf
+
+# The module source DKMS needs: the Kbuild entry, kmod/ (with conftest.sh,
+# but not the compat header it generates), the uapi header, VERSION.
+PM_DKMS_SRCS := Kbuild VERSION include/uapi/pinmem.h \
+	$(filter-out kmod/pinmem_compat.h,$(wildcard kmod/*.c kmod/*.h kmod/*.sh kmod/Kbuild kmod/Makefile))
+
+.PHONY: install uninstall dkms-install-src dkms-uninstall-src \
+	version-check install-check dkms-check readme-check
+
+# pinmem.pc for the installed paths, whatever PREFIX the build used.
+$(O)/install/pinmem.pc: pinmem.pc.in VERSION FORCE
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		$< > $@.tmp && mv $@.tmp $@
+
+install: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS) $(O)/install/pinmem.pc
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) \
+		$(DESTDIR)$(INCLUDEDIR)/pinmem/uapi $(DESTDIR)$(UDEVRULESDIR) \
+		$(DESTDIR)$(MODULESLOADDIR) $(DESTDIR)$(MODPROBEDIR) $(DESTDIR)$(SYSUSERSDIR)
+	$(INSTALL) -m 0644 $(PM_INST_LIBSO) $(DESTDIR)$(LIBDIR)/libpinmem.so.$(VERSION)
+	ln -sf libpinmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libpinmem.so.$(PM_SOVERSION)
+	ln -sf libpinmem.so.$(PM_SOVERSION) $(DESTDIR)$(LIBDIR)/libpinmem.so
+	$(INSTALL) -m 0644 $(PM_INST_LIBA) $(DESTDIR)$(LIBDIR)/libpinmem.a
+	$(INSTALL) -m 0644 $(O)/install/pinmem.pc $(DESTDIR)$(PKGCONFIGDIR)/pinmem.pc
+	$(INSTALL) -m 0644 $(PM_INST_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	$(INSTALL) -m 0644 include/uapi/pinmem.h $(DESTDIR)$(INCLUDEDIR)/pinmem/uapi/pinmem.h
+	$(INSTALL) -m 0755 $(PM_INST_BINS) $(DESTDIR)$(BINDIR)/
+	$(foreach m,$(PM_INST_MANS),$(INSTALL) -D -m 0644 $(m) \
+		$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)) &&) true
+	$(INSTALL) -m 0644 packaging/udev/60-pinmem.rules $(DESTDIR)$(UDEVRULESDIR)/
+	$(INSTALL) -m 0644 packaging/modules-load.d/pinmem.conf $(DESTDIR)$(MODULESLOADDIR)/
+	$(INSTALL) -m 0644 packaging/modprobe.d/pinmem.conf $(DESTDIR)$(MODPROBEDIR)/
+	$(INSTALL) -m 0644 packaging/sysusers.d/pinmem.conf $(DESTDIR)$(SYSUSERSDIR)/
+ifeq ($(DESTDIR),)
+	@# A real install (not a staging DESTDIR) by root: refresh the linker
+	@# cache and create the pinmem group now rather than at the next boot.
+	@if [ "$$(id -u)" = 0 ]; then ldconfig; \
+		command -v systemd-sysusers >/dev/null && \
+		systemd-sysusers $(SYSUSERSDIR)/pinmem.conf || true; fi
+endif
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(PM_INSTALLED))
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/pinmem/uapi $(DESTDIR)$(INCLUDEDIR)/pinmem 2>/dev/null
+ifeq ($(DESTDIR),)
+	@if [ "$$(id -u)" = 0 ]; then ldconfig; fi
+endif
+
+# /usr/src/pinmem-$(VERSION) for `dkms add pinmem/$(VERSION)`; dkms.conf gets
+# the VERSION file's version whatever the checked-in copy says.
+dkms-install-src: $(PM_DKMS_SRCS) dkms.conf
+	rm -rf $(DESTDIR)$(DKMSSRCDIR)
+	$(INSTALL) -d $(DESTDIR)$(DKMSSRCDIR)
+	$(foreach f,$(PM_DKMS_SRCS),$(INSTALL) -D -m 0644 $(f) $(DESTDIR)$(DKMSSRCDIR)/$(f) &&) true
+	chmod 0755 $(addprefix $(DESTDIR)$(DKMSSRCDIR)/,$(filter %.sh,$(PM_DKMS_SRCS))) /dev/null
+	sed 's|^PACKAGE_VERSION=.*|PACKAGE_VERSION="$(VERSION)"|' dkms.conf > $(DESTDIR)$(DKMSSRCDIR)/dkms.conf
+
+dkms-uninstall-src:
+	rm -rf $(DESTDIR)$(DKMSSRCDIR)
+
+# One version everywhere: VERSION -> module, library, tools, dkms.conf, pinmem.pc.
+version-check: $(PM_INST_LIBSO) $(PM_INST_BINS) $(O)/install/pinmem.pc
+	VERSION=$(VERSION) SOVERSION=$(PM_SOVERSION) LIBSO=$(PM_INST_LIBSO) \
+		PC=$(O)/install/pinmem.pc BINS="$(PM_INST_BINS)" scripts/version-check
+
+install-check: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS)
+	+O=$(O) VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/install-check.sh
+
+dkms-check:
+	+VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/dkms-check.sh
+
+readme-check: $(PM_INST_LIBSO) $(PM_INST_LIBA)
+	+O=$(O) MAKE="$(MAKE)" tests/install/readme-commands.sh
+
+CHECK_STEPS += version-check install-check dkms-check readme-check
+
+.PHONY: FORCE
+FORCE:

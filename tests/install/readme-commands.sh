@@ -1,0 +1,138 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Keeps README.md from rotting:
+#  - every ```c block compiles (and links, when it has main()) against an
+#    installed libpinmem, with the pkg-config flags the README tells users to use;
+#  - every `make TARGET` in the README (code blocks and `inline code`) names a
+#    target the Makefile has;
+#  - every `pinctl SUBCOMMAND` in a code block is accepted by
+#    `pinctl SUBCOMMAND --help`.
+# A target exists when make's database (make -p) gives it a recipe or
+# prerequisites (a bare .PHONY name does nothing).  Not `make -n`: recipe
+# lines that start with `+` (the recursive checks) run even under -n.
+# Env: O, MAKE, README (default README.md).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+O=${O:-build}
+MAKE=${MAKE:-make}
+CC=${CC:-cc}
+README=${README:-README.md}
+tmp=$(mktemp -d /tmp/pinmem-readme.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+errors=0
+bad() { echo "readme-check: FAIL: $*" >&2; errors=$((errors + 1)); }
+
+[ -f "$README" ] || { echo "readme-check: FAIL: no $README" >&2; exit 1; }
+
+# Split the README: $tmp/c/N.c for ```c blocks, $tmp/code.txt for the lines
+# of other code blocks, $tmp/inline.txt for `inline code` outside blocks.
+mkdir -p "$tmp/c"
+awk -v dir="$tmp" '
+	/^[ \t]*```/ {
+		if (!inblock) {
+			inblock = 1; lang = $0
+			sub(/^[ \t]*```[ \t]*/, "", lang); sub(/[ \t].*/, "", lang)
+			if (lang == "c") { n++; out = dir "/c/" n ".c"; printf "" > out }
+			next
+		}
+		inblock = 0; if (lang == "c") close(out); next
+	}
+	inblock && lang == "c" { print > out; next }
+	inblock { print > (dir "/code.txt"); next }
+	{
+		line = $0
+		while (match(line, /`[^`]+`/)) {
+			print substr(line, RSTART + 1, RLENGTH - 2) > (dir "/inline.txt")
+			line = substr(line, RSTART + RLENGTH)
+		}
+	}
+' "$README"
+touch "$tmp/code.txt" "$tmp/inline.txt"
+
+# --- C examples, built against a DESTDIR install with pkg-config.
+nc=$(find "$tmp/c" -name '*.c' | wc -l)
+if [ "$nc" -gt 0 ]; then
+	dest=$tmp/dest
+	$MAKE --no-print-directory install DESTDIR="$dest" > "$tmp/install.log" 2>&1 ||
+		{ cat "$tmp/install.log" >&2; echo "readme-check: FAIL: make install" >&2; exit 1; }
+	pc="env PKG_CONFIG_PATH=$dest/usr/local/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$dest pkg-config"
+	cflags=$($pc --cflags pinmem)
+	libs=$($pc --libs pinmem)
+	for f in $(find "$tmp/c" -name '*.c' | sort -V); do
+		n=$(basename "$f" .c)
+		if grep -Eq '\bmain[[:space:]]*\(' "$f"; then
+			if $CC -Wall -Werror -o "$tmp/c/$n" "$f" $cflags $libs 2> "$tmp/cc.log"; then
+				echo "readme-check: ok: C example $n compiles and links"
+			else
+				cat "$tmp/cc.log" >&2; bad "C example $n (README c block number $n) does not build"
+			fi
+		elif $CC -Wall -Werror -c -o "$tmp/c/$n.o" "$f" $cflags 2> "$tmp/cc.log"; then
+			echo "readme-check: ok: C fragment $n compiles"
+		else
+			cat "$tmp/cc.log" >&2; bad "C fragment $n (README c block number $n) does not compile"
+		fi
+	done
+fi
+
+# --- make targets.
+{ $MAKE -npq .DEFAULT 2>/dev/null || true; } | awk '
+	function flush() { if (name != "" && has) for (i = 1; i <= n; i++) print t[i]; name = "" }
+	/^$/ { flush(); skip = 0; next }
+	/^# Not a target/ { skip = 1; next }
+	/^[^#\t=:%$][^=:$]*:([^=]|$)/ {
+		flush()
+		if (skip) next
+		name = substr($0, 1, index($0, ":") - 1); n = split(name, t, " ")
+		rest = substr($0, index($0, ":") + 1); sub(/^:/, "", rest)
+		has = rest ~ /[^ \t]/
+		next
+	}
+	name != "" && /^\t/ { has = 1 }
+	END { flush() }
+' | sort -u > "$tmp/targets"
+grep -qx check "$tmp/targets" || { echo "readme-check: FAIL: cannot read make's targets" >&2; exit 1; }
+
+# Commands: split on ; && || | and $( ... ), then take the words after
+# `make` that are neither options nor VAR=value.  make -C/-f run other
+# makefiles (the kernel's): not ours to check.
+cat "$tmp/code.txt" "$tmp/inline.txt" | sed 's/#.*//; s/\$(/;/g; s/[;&|()]/\n/g' |
+	sed -n 's/^[[:space:]]*\(sudo[[:space:]]\+\)\?\(env[[:space:]]\+\)\?\([A-Z_]\+=[^[:space:]]*[[:space:]]\+\)*make\b\(.*\)$/\4/p' |
+	while read -r args; do
+		case " $args " in *" -C"* | *" -f"*) continue ;; esac
+		targets= skipnext=0
+		for w in $args; do
+			if [ "$skipnext" = 1 ]; then skipnext=0; continue; fi
+			case $w in
+			-j | -l | -o | -W) skipnext=1 ;;
+			-*) ;;
+			*=*) ;;
+			*) targets="$targets $w" ;;
+			esac
+		done
+		echo "${targets:- all}"
+	done | tr ' ' '\n' | sed '/^$/d' | sort -u > "$tmp/mentioned"
+while read -r t; do
+	if grep -qxF -- "$t" "$tmp/targets"; then
+		echo "readme-check: ok: make $t"
+	else
+		bad "README mentions 'make $t', the Makefile has no such target"
+	fi
+done < "$tmp/mentioned"
+
+# --- pinctl subcommands.
+if [ -x "$O/pinctl" ]; then
+	sed 's/#.*//; s/[;&|()]/\n/g' "$tmp/code.txt" |
+		sed -n 's/^[[:space:]]*\(sudo[[:space:]]\+\)\?\([^[:space:]]*\/\)\?pinctl[[:space:]]\+\([a-z][a-z-]*\).*/\3/p' |
+		sort -u > "$tmp/pinctl"
+	while read -r sub; do
+		if LD_LIBRARY_PATH=$O "$O/pinctl" "$sub" --help > /dev/null 2>&1; then
+			echo "readme-check: ok: pinctl $sub"
+		else
+			bad "README shows 'pinctl $sub', but 'pinctl $sub --help' fails"
+		fi
+	done < "$tmp/pinctl"
+fi
+
+[ "$errors" = 0 ] || { echo "readme-check: $errors failure(s)" >&2; exit 1; }
+echo "readme-check: OK ($nc C block(s), $(wc -l < "$tmp/mentioned") make target(s))"
