@@ -27,6 +27,12 @@ echo madvise >/sys/kernel/mm/transparent_hugepage/enabled
 . /etc/pinmem-vm.conf
 echo "PINMEM-VM: kernel $(uname -r) hugepages $(cat /proc/sys/vm/nr_hugepages) cpus $(nproc)"
 
+# Optional hook of the run (run.sh --hook): boot, loaded, unloaded.
+hook() {
+	[ ! -x /hook.sh ] || /hook.sh "$1"
+}
+hook boot
+
 ntests=0
 nfailed=0
 failed_list=
@@ -68,6 +74,7 @@ loaded=0
 load() {	# name
 	if insmod /pinmem.ko; then
 		loaded=1
+		hook loaded
 		record "$1" 0 0
 		check "$1-devnode" test -c /dev/pinmem
 	else
@@ -79,6 +86,7 @@ load() {	# name
 unload() {	# name
 	if rmmod pinmem; then
 		loaded=0
+		hook unloaded
 		record "$1" 0 0
 		check "$1-gone" module_gone
 	else

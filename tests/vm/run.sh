@@ -17,13 +17,15 @@ usage: $0 --kernel BZIMAGE --kbuild KERNEL_BUILD_DIR --kver NAME [options]
   --extra "BINS"   more test executables, with the shared libraries ldd lists
                    (default \$VM_EXTRA_TESTS)
   --append "ARGS"  more kernel command line
+  --hook FILE      executable copied to /hook.sh; /init runs it with the
+                   argument boot, loaded (after insmod) or unloaded (after rmmod)
   --out DIR        work and log directory (default \$O/vm/NAME)
   --probe-only     print the accelerator auto would choose and exit
 EOF
 	exit 2
 }
 
-kernel= kbuild= kver= module= out= append= probe_only=0
+kernel= kbuild= kver= module= out= append= hook= probe_only=0
 timeout=${VM_TIMEOUT:-900}
 accel=${VM_ACCEL:-auto}
 extra=${VM_EXTRA_TESTS:-}
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--accel) accel=$2; shift ;;
 	--extra) extra=$2; shift ;;
 	--append) append=$2; shift ;;
+	--hook) hook=$2; shift ;;
 	--out) out=$2; shift ;;
 	--probe-only) probe_only=1 ;;
 	*) usage ;;
@@ -103,6 +106,10 @@ cp "$busybox" "$root/bin/busybox"
 cp "$here/init.sh" "$root/init"
 chmod 755 "$root/init"
 cp "$module" "$root/pinmem.ko"
+if [ -n "$hook" ]; then
+	cp "$hook" "$root/hook.sh"
+	chmod 755 "$root/hook.sh"
+fi
 for t in "$O"/tests/kernel/*; do
 	case $t in *.o|*.d) continue ;; esac
 	[ -f "$t" ] && [ -x "$t" ] && cp "$t" "$root/tests/kernel/"
