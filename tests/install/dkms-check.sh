@@ -45,14 +45,20 @@ if [ "${DKMS_SYSTEM:-0}" = 1 ]; then
 	dkms status -m "$name" 2>/dev/null | grep -q . &&
 		fail "$name is already registered with DKMS on this machine; not touching it"
 	[ -e "$srcdir" ] && fail "$srcdir exists; not touching it"
+	# dkms creates a signing key on first use; drop it if it was ours.
+	for k in /var/lib/dkms/mok.key /var/lib/dkms/mok.pub; do
+		[ -e "$k" ] || newkeys="${newkeys:-} $k"
+	done
 else
 	root=$tmp/root
 	srcdir=$root/usr/src/$name-$VERSION
 	installtree=$root/lib/modules
+	# --no-depmod: dkms would run depmod on /lib/modules, not the private tree.
 	topt=(--sourcetree "$root/usr/src" --dkmstree "$root/var/lib/dkms"
-	      --installtree "$installtree")
+	      --installtree "$installtree" --no-depmod)
 	# Sign with a throw-away key, not by creating /var/lib/dkms/mok.key.
 	export mok_signing_key=$tmp/mok.key mok_certificate=$tmp/mok.pub
+	mkdir -p "$root/var/lib/dkms"
 	for kv in $kernels; do mkdir -p "$installtree/$kv"; done
 fi
 added=0
@@ -61,7 +67,7 @@ cleanup() {
 	if [ "$added" = 1 ]; then
 		dkms remove "${topt[@]}" "$name/$VERSION" --all >/dev/null 2>&1 || rc=1
 	fi
-	[ -n "$root" ] || rm -rf "$srcdir"
+	[ -n "$root" ] || rm -rf "$srcdir" ${newkeys:-}
 	rm -rf "$tmp"
 	exit $rc
 }
@@ -85,7 +91,7 @@ for kv in $kernels; do
 		fail "dkms build for $kv"
 	fi
 	if [ -n "$root" ]; then
-		dkms install "${topt[@]}" --no-depmod --force "$name/$VERSION" -k "$kv"
+		dkms install "${topt[@]}" --force "$name/$VERSION" -k "$kv"
 	else
 		dkms install --force "$name/$VERSION" -k "$kv"
 	fi
@@ -103,7 +109,7 @@ for kv in $kernels; do
 	fi
 	modprobe -d "${root:-/}" -S "$kv" --show-depends "$name" | grep -q "$name.ko" ||
 		fail "modprobe -S $kv cannot find $name after dkms install"
-	parms=$(modinfo -F parm "$ko" | cut -d: -f1)
+	parms=$(modinfo -F parmtype "$ko" | cut -d: -f1)
 	echo "dkms-check: $kv: $ko version $v, signer '$(modinfo -F signer "$ko")'"
 done
 
