@@ -14,6 +14,7 @@
 #ifndef PM_BACKEND_H
 #define PM_BACKEND_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,12 +45,22 @@ struct pm_backend_ops {
 	void (*destroy)(struct pm_backend *be);
 };
 
-/* Set by a backend's create; ops and the error sentence live here. */
+/* Set by a backend's create; ops and the error detail live here. */
 struct pm_backend {
 	const struct pm_backend_ops *ops;
+	pthread_mutex_t err_lock;
 	/* Detail of the last failure (e.g. the CUDA error name), "" if none. */
 	char err[160];
 };
+
+/* Set up and tear down the common part (a backend's create and destroy). */
+void pm_backend_init(struct pm_backend *be, const struct pm_backend_ops *ops);
+void pm_backend_fini(struct pm_backend *be);
+/* Record the detail of a failure; returns err. */
+int pm_backend_error(struct pm_backend *be, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Copy the last failure's detail into out. */
+char *pm_backend_last_error(struct pm_backend *be, char *out, size_t len);
 
 /* Options a backend create needs from pm_open_opts. */
 struct pm_backend_cfg {

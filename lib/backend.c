@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Choosing a copy backend, and the public device-memory and copy calls,
+ * which forward to the context's backend and turn its failures into the
+ * context's last error.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ctx.h"
+
+void pm_backend_init(struct pm_backend *be, const struct pm_backend_ops *ops)
+{
+	be->ops = ops;
+	be->err[0] = '\0';
+	pthread_mutex_init(&be->err_lock, NULL);
+}
+
+void pm_backend_fini(struct pm_backend *be)
+{
+	pthread_mutex_destroy(&be->err_lock);
+}
+
+int pm_backend_error(struct pm_backend *be, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&be->err_lock);
+	va_start(ap, fmt);
+	vsnprintf(be->err, sizeof(be->err), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&be->err_lock);
+	return err;
+}
+
+char *pm_backend_last_error(struct pm_backend *be, char *out, size_t len)
+{
+	pthread_mutex_lock(&be->err_lock);
+	snprintf(out, len, "%s", be->err);
+	pthread_mutex_unlock(&be->err_lock);
+	return out;
+}
+
+int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
+		      struct pm_backend **bep, char *note, size_t note_len)
+{
+	char scratch[8];
+	int r;
+
+	if (!note) {
+		note = scratch;
+		note_len = sizeof(scratch);
+	}
+	note[0] = '\0';
+	*bep = NULL;
+	switch (kind) {
+	case PM_BACKEND_NONE:
+		return 0;
+	case PM_BACKEND_HOST:
+		return pm_backend_host_create(bep);
+	case PM_BACKEND_CUDA:
+#ifdef PM_HAVE_CUDA
+		return pm_backend_cuda_create(cfg, bep, note, note_len);
+#else
+		snprintf(note, note_len, "libpinmem was built without CUDA");
+		return -EOPNOTSUPP;
+#endif
+	case PM_BACKEND_AUTO:
+#ifdef PM_HAVE_CUDA
+		r = pm_backend_cuda_create(cfg, bep, note, note_len);
+		if (!r)
+			return 0;
+#else
+		snprintf(note, note_len, "libpinmem was built without CUDA");
+#endif
+		r = pm_backend_host_create(bep);
+		return r;
+	}
+	return -EINVAL;
+}
+
+/* The context's backend, or NULL after recording why there is none. */
+static struct pm_backend *backend_of(struct pm_ctx *ctx, const char *call)
+{
+	if (!ctx->backend)
+		pm_ctx_error(ctx, -ENODEV, "%s: the context has no copy backend (PM_BACKEND_NONE)",
+			     call);
+	return ctx->backend;
+}
+
+static int fail(struct pm_ctx *ctx, struct pm_backend *be, int r, const char *call)
+{
+	char detail[sizeof(be->err)];
+
+	return pm_ctx_error(ctx, r, "%s on the %s backend failed: %s", call,
+			    be->ops->name, pm_backend_last_error(be, detail, sizeof(detail)));
+}
+
+int pm_dev_alloc(struct pm_ctx *ctx, size_t len, void **devp)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx || !devp)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_dev_alloc");
+	if (!be)
+		return -ENODEV;
+	if (!len)
+		return pm_ctx_error(ctx, -EINVAL, "pm_dev_alloc: length is zero");
+	r = be->ops->dev_alloc(be, len, devp);
+	return r ? fail(ctx, be, r, "pm_dev_alloc") : 0;
+}
+
+int pm_dev_free(struct pm_ctx *ctx, void *dev)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_dev_free");
+	if (!be)
+		return -ENODEV;
+	r = be->ops->dev_free(be, dev);
+	return r ? fail(ctx, be, r, "pm_dev_free") : 0;
+}
+
+int pm_copy_h2d(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
+		size_t len, uint64_t *ev)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_copy_h2d");
+	if (!be)
+		return -ENODEV;
+	if (!dst_dev || !src_host)
+		return pm_ctx_error(ctx, -EINVAL, "pm_copy_h2d: NULL %s",
+				    dst_dev ? "source" : "destination");
+	r = be->ops->copy_h2d(be, dst_dev, src_host, len, ev);
+	return r ? fail(ctx, be, r, "pm_copy_h2d") : 0;
+}
+
+int pm_copy_d2h(struct pm_ctx *ctx, void *dst_host, const void *src_dev, size_t len)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_copy_d2h");
+	if (!be)
+		return -ENODEV;
+	if (!dst_host || !src_dev)
+		return pm_ctx_error(ctx, -EINVAL, "pm_copy_d2h: NULL %s",
+				    dst_host ? "source" : "destination");
+	r = be->ops->copy_d2h(be, dst_host, src_dev, len);
+	return r ? fail(ctx, be, r, "pm_copy_d2h") : 0;
+}
+
+int pm_event_query(struct pm_ctx *ctx, uint64_t ev)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_event_query");
+	if (!be)
+		return -ENODEV;
+	r = be->ops->event_query(be, ev);
+	return r < 0 ? fail(ctx, be, r, "pm_event_query") : r;
+}
+
+int pm_event_wait(struct pm_ctx *ctx, uint64_t ev)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_event_wait");
+	if (!be)
+		return -ENODEV;
+	r = be->ops->event_wait(be, ev);
+	return r ? fail(ctx, be, r, "pm_event_wait") : 0;
+}
+
+int pm_event_release(struct pm_ctx *ctx, uint64_t ev)
+{
+	struct pm_backend *be;
+	int r;
+
+	if (!ctx)
+		return -EINVAL;
+	be = backend_of(ctx, "pm_event_release");
+	if (!be)
+		return -ENODEV;
+	r = be->ops->event_release(be, ev);
+	return r ? fail(ctx, be, r, "pm_event_release") : 0;
+}

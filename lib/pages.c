@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Mapping buffer memory: hugetlb, THP or base pages, stepping down
+ * hugetlb -> THP -> base pages unless the caller asked strictly, and saying
+ * why in the buffer's note.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "buf.h"
+
+#define THP_SIZE	(2UL << 20)
+
+static size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static void *map_anon(size_t len, int extra)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int map_hugetlb(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
+		       char *why, size_t why_len)
+{
+	size_t hp = ctx->hugetlb_page_size, len;
+	char hps[32];
+	void *p;
+
+	if (!hp) {
+		snprintf(why, why_len, "hugetlb pages are not supported");
+		return -EOPNOTSUPP;
+	}
+	len = round_up(size, hp);
+	p = map_anon(len, MAP_HUGETLB);
+	if (!p) {
+		snprintf(why, why_len,
+			 "hugetlb has %llu free %s pages, %zu needed (raise vm.nr_hugepages)",
+			 (unsigned long long)ctx->hugetlb_free_pages,
+			 pm_fmt_bytes(hps, sizeof(hps), hp), len / hp);
+		return -ENOMEM;
+	}
+	b->map = b->ptr = p;
+	b->map_len = b->size = len;
+	b->step = hp;
+	b->pages = PM_PAGES_HUGETLB;
+	return 0;
+}
+
+/* A 2 MiB-aligned mapping, so every whole 2 MiB of it can be a THP. */
+static int map_thp(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
+		   char *why, size_t why_len)
+{
+	size_t len = round_up(size, THP_SIZE), head;
+	uint8_t *p, *a;
+
+	if (!ctx->thp) {
+		snprintf(why, why_len,
+			 "transparent huge pages are disabled (transparent_hugepage/enabled is never)");
+		return -EOPNOTSUPP;
+	}
+	p = map_anon(len + THP_SIZE, 0);
+	if (!p) {
+		snprintf(why, why_len, "mapping for THP failed: %s", strerror(errno));
+		return -errno;
+	}
+	a = (uint8_t *)round_up((uintptr_t)p, THP_SIZE);
+	head = (size_t)(a - p);
+	if (head)
+		munmap(p, head);
+	munmap(a + len, THP_SIZE - head);
+	if (madvise(a, len, MADV_HUGEPAGE)) {
+		snprintf(why, why_len, "madvise(MADV_HUGEPAGE) failed: %s", strerror(errno));
+		munmap(a, len);
+		return -EOPNOTSUPP;
+	}
+	b->map = b->ptr = a;
+	b->map_len = b->size = len;
+	b->step = ctx->page_size;
+	b->pages = PM_PAGES_THP;
+	return 0;
+}
+
+int pm_pages_map(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
+		 enum pm_page_kind want, bool strict)
+{
+	size_t hp = ctx->hugetlb_page_size > THP_SIZE ? ctx->hugetlb_page_size : THP_SIZE;
+	char why[192], sz[32];
+	size_t len;
+	int r;
+
+	if (size > SIZE_MAX - hp)
+		return pm_ctx_error(ctx, -EOVERFLOW,
+				    "buffer size %zu overflows when rounded up to pages", size);
+	if (want == PM_PAGES_HUGETLB) {
+		r = map_hugetlb(ctx, b, size, why, sizeof(why));
+		if (!r)
+			return 0;
+		if (strict)
+			return pm_ctx_error(ctx, r, "hugetlb buffer of %s: %s",
+					    pm_fmt_bytes(sz, sizeof(sz), size), why);
+		pm_buf_add_note(b, "%s: tried THP", why);
+		want = PM_PAGES_THP;
+	}
+	if (want == PM_PAGES_THP) {
+		r = map_thp(ctx, b, size, why, sizeof(why));
+		if (!r)
+			return 0;
+		if (strict)
+			return pm_ctx_error(ctx, r, "THP buffer of %s: %s",
+					    pm_fmt_bytes(sz, sizeof(sz), size), why);
+		pm_buf_add_note(b, "%s: used base pages", why);
+	}
+	len = round_up(size, ctx->page_size);
+	b->map = b->ptr = map_anon(len, 0);
+	if (!b->map)
+		return pm_ctx_error(ctx, -ENOMEM, "mapping %s failed: %s",
+				    pm_fmt_bytes(sz, sizeof(sz), len), strerror(errno));
+	b->map_len = b->size = len;
+	b->step = ctx->page_size;
+	b->pages = PM_PAGES_DEFAULT;
+	return 0;
+}
+
+void pm_pages_unmap(struct pm_buf *b)
+{
+	if (b->map)
+		munmap(b->map, b->map_len);
+	b->map = NULL;
+}
+
+uint64_t pm_smaps_huge_bytes(const void *ptr, size_t len)
+{
+	uintptr_t lo = (uintptr_t)ptr, hi = lo + len;
+	unsigned long long start, end, kib;
+	uint64_t huge = 0;
+	bool in = false;
+	char line[256];
+	FILE *f = fopen("/proc/self/smaps", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx ", &start, &end) == 2) {
+			in = start < hi && end > lo;
+			continue;
+		}
+		if (!in)
+			continue;
+		if (sscanf(line, "AnonHugePages: %llu kB", &kib) == 1 ||
+		    sscanf(line, "Private_Hugetlb: %llu kB", &kib) == 1 ||
+		    sscanf(line, "Shared_Hugetlb: %llu kB", &kib) == 1)
+			huge += (uint64_t)kib << 10;
+	}
+	fclose(f);
+	return huge < len ? huge : len;
+}
