@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libpinmem streams: read dataset items from files straight into pinned batch
+ * slots with io_uring, copy each batch to the device, recycle the slot.
+ *
+ * A manifest (struct pm_manifest) lists items: a path, a byte offset, a
+ * length and optionally a crc32c.  Its text form, one item per line:
+ *
+ *     # comment (also after an item, separated by white space)
+ *     path offset length [crc32c]
+ *
+ * offset and length are decimal or 0x-hex; crc32c is 8 hex digits (0x
+ * optional).  A relative path is relative to the manifest's directory.  A
+ * backslash escapes the next character, so "a\ b" is the path "a b".  Empty
+ * lines are ignored; a zero length, an offset + length that overflows, or any
+ * other malformed line is an error naming the line number.
+ *
+ * A stream walks the manifest epoch by epoch (optionally shuffled with a seed,
+ * and sharded by rank like PyTorch's DistributedSampler), packs the items into
+ * batches that fit one slot, reads them with one io_uring (registered files,
+ * READ_FIXED into the registered slots, O_DIRECT where the file allows it),
+ * checks crc32c, queues an async copy of the slot to its device buffer and
+ * hands the batch to the consumer when the copy has completed.  A slot is
+ * reused only after the consumer released its batch.
+ *
+ * Errors: calls return 0 or a negative errno.  pm_stream_create records its
+ * failure sentence in pm_ctx_last_error(); a failed batch's sentence (naming
+ * the item, its file, offset and length, and the errno) is pm_stream_error().
+ *
+ * Thread safety: a manifest is built by one thread and then read-only; a
+ * stream's calls are for one consumer thread (the stream runs its own reader
+ * thread), except pm_stream_stats which any thread may call.
+ */
+#ifndef PINMEM_STREAM_H
+#define PINMEM_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinmem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pm_manifest;
+struct pm_stream;
+
+/* One item of a manifest; path lives as long as the manifest. */
+struct pm_item {
+	const char *path;
+	uint32_t path_id;	/* index of path among the manifest's paths */
+	bool has_crc32c;
+	uint32_t crc32c;
+	uint64_t offset;
+	uint64_t length;	/* never 0 */
+};
+
+/* Create an empty manifest.  One thread. */
+PM_API int pm_manifest_create(struct pm_manifest **mp);
+/* Free a manifest (NULL is fine).  One thread. */
+PM_API void pm_manifest_destroy(struct pm_manifest *m);
+/* Append one item; -EINVAL for length 0 or overflow (message in err).  One thread. */
+PM_API int pm_manifest_add(struct pm_manifest *m, const char *path,
+			   uint64_t offset, uint64_t length, bool has_crc32c,
+			   uint32_t crc32c, char *err, size_t errlen);
+/* Append a whole file cut into items of item_bytes (0: one item); -ENOENT etc. for unreadable, -EINVAL for empty files.  One thread. */
+PM_API int pm_manifest_add_file(struct pm_manifest *m, const char *path,
+				uint64_t item_bytes, char *err, size_t errlen);
+/* Append the items of manifest text; name and base_dir are for messages and relative paths.  One thread. */
+PM_API int pm_manifest_parse(struct pm_manifest *m, const char *text,
+			     size_t len, const char *name, const char *base_dir,
+			     char *err, size_t errlen);
+/* Append the items of a manifest file (see the format above).  One thread. */
+PM_API int pm_manifest_load(struct pm_manifest *m, const char *path,
+			    char *err, size_t errlen);
+/* Number of items.  Any thread. */
+PM_API size_t pm_manifest_count(const struct pm_manifest *m);
+/* Sum of item lengths.  Any thread. */
+PM_API uint64_t pm_manifest_bytes(const struct pm_manifest *m);
+/* Number of distinct paths.  Any thread. */
+PM_API uint32_t pm_manifest_npaths(const struct pm_manifest *m);
+/* Path number id, NULL when out of range.  Any thread. */
+PM_API const char *pm_manifest_path(const struct pm_manifest *m, uint32_t id);
+/* Item i; -ERANGE when out of range.  Any thread. */
+PM_API int pm_manifest_item(const struct pm_manifest *m, size_t i,
+			    struct pm_item *item);
+
+/* Whether a file is read with O_DIRECT. */
+enum pm_direct {
+	PM_DIRECT_AUTO = 0,	/* O_DIRECT where the file system allows it, else buffered */
+	PM_DIRECT_ON,		/* O_DIRECT or fail (-EINVAL naming the file) */
+	PM_DIRECT_OFF,		/* buffered (page cache) reads */
+};
+
+/* What a failed batch does to the stream. */
+enum pm_on_error {
+	PM_ON_ERROR_STOP = 0,	/* pm_stream_next returns the error, then the stream has ended */
+	PM_ON_ERROR_SKIP,	/* the batch is dropped and counted; streaming goes on */
+};
+
+/* Which ready batch pm_stream_next returns. */
+enum pm_order {
+	PM_ORDER_IN_ORDER = 0,	/* batch sequence order */
+	PM_ORDER_AS_COMPLETED,	/* whichever batch finished first */
+};
+
+/*
+ * Sharding when the item count is not a multiple of world_size:
+ * EXACT gives every item to exactly one rank (ranks differ by at most one
+ * item); PAD repeats items from the start of the epoch's order so every rank
+ * gets the same count (DistributedSampler, drop_last=False); DROP drops the
+ * tail so every rank gets the same count (drop_last=True).
+ */
+enum pm_shard_pad {
+	PM_SHARD_EXACT = 0,
+	PM_SHARD_PAD,
+	PM_SHARD_DROP,
+};
+
+/* Stream options; zero means the default given in brackets. */
+struct pm_stream_opts {
+	uint32_t slots;		/* ring slots [4] */
+	uint32_t prefetch;	/* most batches read ahead of the consumer [slots] */
+	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or enough for batch_items of the largest items] */
+	uint32_t batch_items;	/* most items per batch [no limit] */
+	uint32_t qd;		/* most reads in flight [32] */
+	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */
+	uint32_t epochs;	/* passes over the manifest [1] */
+	enum pm_direct direct;
+	enum pm_on_error on_error;
+	enum pm_order order;
+	bool shuffle;		/* permute items each epoch, from seed and epoch */
+	bool no_crc;		/* do not check the manifest's crc32c values */
+	uint64_t seed;
+	uint32_t rank;		/* this process's shard [0] */
+	uint32_t world_size;	/* number of shards [1] */
+	enum pm_shard_pad shard_pad;
+	unsigned int buf_flags;	/* extra PM_BUF_* flags for the slot buffer */
+	enum pm_pin_mode pin;	/* pin mode asked for the slot buffer [auto] */
+};
+
+/* One item of a delivered batch. */
+struct pm_batch_item {
+	uint64_t index;		/* item index in the manifest */
+	uint32_t path_id;
+	uint32_t reserved;
+	uint64_t file_offset;
+	uint64_t length;
+	uint64_t slot_offset;	/* item bytes are host + slot_offset and dev + slot_offset */
+};
+
+/* A batch handed to the consumer; valid until pm_stream_release. */
+struct pm_batch {
+	uint64_t seq;		/* batch number in stream order, from 0 */
+	uint32_t epoch;
+	uint32_t slot;
+	void *host;		/* the slot in pinned host memory */
+	void *dev;		/* its device copy; NULL with backend "none" */
+	uint64_t span;		/* bytes of the slot in use (copied to dev) */
+	uint64_t bytes;		/* item bytes (sum of lengths) */
+	uint32_t nitems;
+	const struct pm_batch_item *items;
+};
+
+/* How one file of a stream is read. */
+struct pm_stream_file {
+	const char *path;
+	bool direct;		/* O_DIRECT */
+	uint32_t align;		/* offset and memory alignment used (1: buffered) */
+	const char *note;	/* why it is buffered, "" when direct */
+	int open_error;		/* -errno when it could not be opened (skip policy) */
+};
+
+/* Latency percentiles in seconds. */
+struct pm_latency {
+	double p50, p90, p99, max;
+};
+
+struct pm_stream_stats {
+	uint64_t bytes;		/* item bytes delivered */
+	uint64_t read_bytes;	/* bytes read from files, alignment padding included */
+	uint64_t batches;	/* batches delivered */
+	uint64_t items;		/* items delivered */
+	uint64_t failed_batches;	/* batches that failed (skipped or stopping) */
+	uint64_t failed_items;	/* items in failed batches */
+	double elapsed_s;	/* from create to now (or to the end of the stream) */
+	double gbps;		/* bytes / elapsed_s / 1e9 */
+	double consumer_wait_s;	/* time pm_stream_next waited for data: input-bound */
+	double reader_wait_s;	/* time the reader waited for a free slot: consumer-bound */
+	struct pm_latency read_lat;	/* per batch: first read queued to last read done */
+	struct pm_latency copy_lat;	/* per batch: copy queued to copy done */
+	uint32_t files_direct;	/* files read with O_DIRECT */
+	uint32_t files_buffered;
+	uint32_t ring_flags;	/* io_uring setup flags obtained */
+	uint32_t slots;
+	uint64_t slot_bytes;
+	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
+	uint64_t total_items;	/* items this rank will see over all epochs */
+	uint64_t total_bytes;	/* their bytes */
+};
+
+/* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */
+PM_API void pm_stream_opts_init(struct pm_stream_opts *opts);
+/* Open files, plan, allocate and register the slots, start reading; see pm_ctx_last_error on failure.  One thread. */
+PM_API int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
+			    const struct pm_stream_opts *opts,
+			    struct pm_stream **sp);
+/* Stop reading, wait for queued I/O and copies, free everything, at any point.  One thread, last call. */
+PM_API void pm_stream_destroy(struct pm_stream *s);
+/* Next batch: 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error says which item), -EDEADLK when the consumer holds every slot.  One thread. */
+PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
+/* Give a batch's slot back to the ring; -EINVAL if not a batch held by the consumer.  One thread. */
+PM_API int pm_stream_release(struct pm_stream *s, struct pm_batch *batch);
+/* Sentence describing the last failed batch, "" if none.  One thread. */
+PM_API const char *pm_stream_error(struct pm_stream *s);
+/* Counters and latencies so far.  Any thread. */
+PM_API int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st);
+/* Number of files (the manifest's paths).  Any thread. */
+PM_API uint32_t pm_stream_nfiles(struct pm_stream *s);
+/* How file id is read; -ERANGE when out of range.  Any thread. */
+PM_API int pm_stream_file(struct pm_stream *s, uint32_t id,
+			  struct pm_stream_file *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINMEM_STREAM_H */

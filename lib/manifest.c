@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Manifests: the list of items a stream reads.  The text format is described
+ * in pinmem_stream.h; parse errors name the line so a person can fix it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "manifest.h"
+
+__attribute__((format(printf, 3, 4)))
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+int pm_manifest_create(struct pm_manifest **mp)
+{
+	struct pm_manifest *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	*mp = m;
+	return 0;
+}
+
+void pm_manifest_destroy(struct pm_manifest *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; i < m->npaths; i++)
+		free(m->paths[i]);
+	free(m->paths);
+	free(m->hash);
+	free(m->items);
+	free(m);
+}
+
+static uint32_t path_hash(const char *s)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+static int hash_grow(struct pm_manifest *m)
+{
+	uint32_t size = m->hash_size ? m->hash_size * 2 : 64;
+	uint32_t *h = calloc(size, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	for (uint32_t id = 0; id < m->npaths; id++) {
+		uint32_t i = path_hash(m->paths[id]) & (size - 1);
+
+		while (h[i])
+			i = (i + 1) & (size - 1);
+		h[i] = id + 1;
+	}
+	free(m->hash);
+	m->hash = h;
+	m->hash_size = size;
+	return 0;
+}
+
+/* The id of path, adding it when new. */
+static int path_id(struct pm_manifest *m, const char *path, uint32_t *idp)
+{
+	uint32_t i;
+	int ret;
+
+	if (m->npaths && !strcmp(m->paths[m->npaths - 1], path)) {
+		*idp = m->npaths - 1;	/* the usual case: items of one file in a row */
+		return 0;
+	}
+	if (2 * (m->npaths + 1) >= m->hash_size) {
+		ret = hash_grow(m);
+		if (ret)
+			return ret;
+	}
+	i = path_hash(path) & (m->hash_size - 1);
+	for (; m->hash[i]; i = (i + 1) & (m->hash_size - 1)) {
+		if (!strcmp(m->paths[m->hash[i] - 1], path)) {
+			*idp = m->hash[i] - 1;
+			return 0;
+		}
+	}
+	if (m->npaths == UINT32_MAX - 1)
+		return -E2BIG;
+	if (m->npaths == m->paths_cap) {
+		uint32_t cap = m->paths_cap ? m->paths_cap * 2 : 16;
+		char **p = realloc(m->paths, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		m->paths = p;
+		m->paths_cap = cap;
+	}
+	m->paths[m->npaths] = strdup(path);
+	if (!m->paths[m->npaths])
+		return -ENOMEM;
+	m->hash[i] = m->npaths + 1;
+	*idp = m->npaths++;
+	return 0;
+}
+
+int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
+		    uint64_t length, bool has_crc32c, uint32_t crc32c,
+		    char *err, size_t errlen)
+{
+	struct pm_mitem *it;
+	uint32_t id;
+	int ret;
+
+	if (!path || !*path)
+		return fail(err, errlen, "empty path");
+	if (!length)
+		return fail(err, errlen, "%s offset %llu: zero-length item",
+			    path, (unsigned long long)offset);
+	if (offset + length < offset || (int64_t)(offset + length) < 0)
+		return fail(err, errlen,
+			    "%s offset %llu length %llu: end does not fit a file offset",
+			    path, (unsigned long long)offset,
+			    (unsigned long long)length);
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 256;
+
+		it = realloc(m->items, cap * sizeof(*it));
+		if (!it)
+			return -ENOMEM;
+		m->items = it;
+		m->cap = cap;
+	}
+	ret = path_id(m, path, &id);
+	if (ret)
+		return ret;
+	it = &m->items[m->n++];
+	it->offset = offset;
+	it->length = length;
+	it->path_id = id;
+	it->crc32c = crc32c;
+	it->has_crc32c = has_crc32c;
+	m->bytes += length;
+	return 0;
+}
+
+/* Drop items and paths added after a failure: a failed call changes nothing. */
+static void truncate_to(struct pm_manifest *m, size_t n, uint32_t npaths)
+{
+	for (size_t i = n; i < m->n; i++)
+		m->bytes -= m->items[i].length;
+	m->n = n;
+	if (npaths == m->npaths)
+		return;
+	for (uint32_t id = npaths; id < m->npaths; id++)
+		free(m->paths[id]);
+	m->npaths = npaths;
+	memset(m->hash, 0, m->hash_size * sizeof(*m->hash));
+	for (uint32_t id = 0; id < npaths; id++) {
+		uint32_t i = path_hash(m->paths[id]) & (m->hash_size - 1);
+
+		while (m->hash[i])
+			i = (i + 1) & (m->hash_size - 1);
+		m->hash[i] = id + 1;
+	}
+}
+
+int pm_manifest_add_file(struct pm_manifest *m, const char *path,
+			 uint64_t item_bytes, char *err, size_t errlen)
+{
+	size_t before = m->n;
+	uint32_t paths_before = m->npaths;
+	struct stat st;
+	uint64_t off, size;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	ret = fstat(fd, &st) ? -errno : 0;
+	close(fd);
+	if (ret) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		return fail(err, errlen, "%s: not a regular file", path);
+	size = (uint64_t)st.st_size;
+	if (S_ISBLK(st.st_mode)) {
+		off_t end;
+
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		end = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
+		if (fd >= 0)
+			close(fd);
+		size = end > 0 ? (uint64_t)end : 0;
+	}
+	if (!size)
+		return fail(err, errlen, "%s: empty file, no items", path);
+	if (!item_bytes)
+		item_bytes = size;
+	for (off = 0; off < size; off += item_bytes) {
+		uint64_t len = size - off < item_bytes ? size - off : item_bytes;
+
+		ret = pm_manifest_add(m, path, off, len, false, 0, err, errlen);
+		if (ret) {
+			truncate_to(m, before, paths_before);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+size_t pm_manifest_count(const struct pm_manifest *m)
+{
+	return m->n;
+}
+
+uint64_t pm_manifest_bytes(const struct pm_manifest *m)
+{
+	return m->bytes;
+}
+
+uint32_t pm_manifest_npaths(const struct pm_manifest *m)
+{
+	return m->npaths;
+}
+
+const char *pm_manifest_path(const struct pm_manifest *m, uint32_t id)
+{
+	return id < m->npaths ? m->paths[id] : NULL;
+}
+
+int pm_manifest_item(const struct pm_manifest *m, size_t i, struct pm_item *item)
+{
+	const struct pm_mitem *it;
+
+	if (i >= m->n)
+		return -ERANGE;
+	it = &m->items[i];
+	item->path = m->paths[it->path_id];
+	item->path_id = it->path_id;
+	item->has_crc32c = it->has_crc32c;
+	item->crc32c = it->crc32c;
+	item->offset = it->offset;
+	item->length = it->length;
+	return 0;
+}
+
+/* --- text format --- */
+
+struct line {
+	const char *p, *end;	/* rest of the line */
+	const char *name;
+	unsigned long no;
+	char *err;
+	size_t errlen;
+};
+
+static void skip_space(struct line *l)
+{
+	while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\r'))
+		l->p++;
+}
+
+/* Next white-space separated field into buf (unescaped); 0 at end of line. */
+static int field(struct line *l, char *buf, size_t size, size_t *lenp)
+{
+	size_t n = 0;
+
+	skip_space(l);
+	if (l->p == l->end || *l->p == '#')
+		return 0;
+	while (l->p < l->end && *l->p != ' ' && *l->p != '\t' && *l->p != '\r') {
+		char c = *l->p++;
+
+		if (c == '\\') {
+			if (l->p == l->end)
+				return fail(l->err, l->errlen,
+					    "%s:%lu: backslash at the end of the line",
+					    l->name, l->no);
+			c = *l->p++;
+		}
+		if (!c)
+			return fail(l->err, l->errlen, "%s:%lu: NUL byte in the line",
+				    l->name, l->no);
+		if (n + 1 >= size)
+			return fail(l->err, l->errlen, "%s:%lu: field longer than %zu bytes",
+				    l->name, l->no, size - 1);
+		buf[n++] = c;
+	}
+	buf[n] = 0;
+	*lenp = n;
+	return 1;
+}
+
+static int number(struct line *l, const char *what, const char *s, uint64_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	if (*s == '-' || *s == '+')
+		goto bad;
+	errno = 0;
+	x = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+	if (errno || end == s || *end || (s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && !s[2]))
+		goto bad;
+	*v = x;
+	return 0;
+bad:
+	return fail(l->err, l->errlen, "%s:%lu: %s '%s' is not a number", l->name,
+		    l->no, what, s);
+}
+
+static int crc_field(struct line *l, const char *s, uint32_t *v)
+{
+	const char *h = s;
+	uint32_t x = 0;
+
+	if (h[0] == '0' && (h[1] == 'x' || h[1] == 'X'))
+		h += 2;
+	if (strlen(h) != 8)
+		goto bad;
+	for (int i = 0; i < 8; i++) {
+		char c = h[i];
+		uint32_t d;
+
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			goto bad;
+		x = x << 4 | d;
+	}
+	*v = x;
+	return 0;
+bad:
+	return fail(l->err, l->errlen, "%s:%lu: crc32c '%s' is not 8 hex digits",
+		    l->name, l->no, s);
+}
+
+static int parse_line(struct pm_manifest *m, struct line *l, const char *base_dir,
+		      char *path, size_t path_size)
+{
+	char f[3][64], extra[64];
+	uint64_t off, len;
+	uint32_t crc = 0;
+	size_t plen, flen, blen = base_dir ? strlen(base_dir) : 0;
+	int ret, nf = 0;
+
+	ret = field(l, path + blen + 1, path_size - blen - 1, &plen);
+	if (ret <= 0)
+		return ret;	/* empty or comment line */
+	for (nf = 0; nf < 3; nf++) {
+		ret = field(l, f[nf], sizeof(f[nf]), &flen);
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			break;
+	}
+	if (nf < 2)
+		return fail(l->err, l->errlen,
+			    "%s:%lu: expected 'path offset length [crc32c]', got %d field%s",
+			    l->name, l->no, nf + 1, nf ? "s" : "");
+	ret = field(l, extra, sizeof(extra), &flen);
+	if (ret < 0)
+		return ret;
+	if (ret)
+		return fail(l->err, l->errlen,
+			    "%s:%lu: unexpected field '%s' after 'path offset length [crc32c]'",
+			    l->name, l->no, extra);
+	ret = number(l, "offset", f[0], &off);
+	if (!ret)
+		ret = number(l, "length", f[1], &len);
+	if (!ret && nf == 3)
+		ret = crc_field(l, f[2], &crc);
+	if (ret)
+		return ret;
+	if (!len)
+		return fail(l->err, l->errlen, "%s:%lu: zero-length item", l->name, l->no);
+	if (off + len < off || (int64_t)(off + len) < 0)
+		return fail(l->err, l->errlen,
+			    "%s:%lu: offset + length does not fit a file offset",
+			    l->name, l->no);
+	/* relative paths are relative to the manifest's directory */
+	if (path[blen + 1] == '/' || !blen) {
+		memmove(path, path + blen + 1, plen + 1);
+	} else {
+		memcpy(path, base_dir, blen);
+		path[blen] = '/';
+	}
+	ret = pm_manifest_add(m, path, off, len, nf == 3, crc, NULL, 0);
+	if (ret == -EINVAL)
+		return fail(l->err, l->errlen, "%s:%lu: invalid item", l->name, l->no);
+	return ret;
+}
+
+int pm_manifest_parse(struct pm_manifest *m, const char *text, size_t len,
+		      const char *name, const char *base_dir, char *err,
+		      size_t errlen)
+{
+	struct line l = { .name = name ? name : "manifest", .err = err, .errlen = errlen };
+	const char *p = text, *end = text + len;
+	size_t before = m->n, path_size;
+	uint32_t paths_before = m->npaths;
+	char *path;
+	int ret = 0;
+
+	if (base_dir && (!*base_dir || !strcmp(base_dir, ".")))
+		base_dir = NULL;
+	path_size = (base_dir ? strlen(base_dir) : 0) + 4097 + 1;
+	path = malloc(path_size);
+	if (!path)
+		return -ENOMEM;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', end - p);
+
+		l.no++;
+		l.p = p;
+		l.end = nl ? nl : end;
+		ret = parse_line(m, &l, base_dir, path, path_size);
+		if (ret < 0)
+			break;
+		p = nl ? nl + 1 : end;
+	}
+	free(path);
+	if (ret < 0) {
+		truncate_to(m, before, paths_before);
+		return ret;
+	}
+	if (m->n == before)
+		return fail(err, errlen, "%s: no items", l.name);
+	return 0;
+}
+
+int pm_manifest_load(struct pm_manifest *m, const char *path, char *err,
+		     size_t errlen)
+{
+	char *text = NULL, *dir, *slash;
+	size_t len = 0, cap = 0;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	for (;;) {
+		ssize_t r;
+
+		if (len == cap) {
+			char *t = realloc(text, cap ? cap * 2 : 65536);
+
+			if (!t) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			text = t;
+			cap = cap ? cap * 2 : 65536;
+		}
+		r = read(fd, text + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+			goto out;
+		}
+		if (!r)
+			break;
+		len += r;
+	}
+	dir = strdup(path);
+	if (!dir) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
+	ret = pm_manifest_parse(m, text ? text : "", len, path, slash ? dir : NULL,
+				err, errlen);
+	free(dir);
+out:
+	free(text);
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal view of a manifest, shared by the stream's files. */
+#ifndef PM_MANIFEST_H
+#define PM_MANIFEST_H
+
+#include <stdint.h>
+
+#include "pinmem_stream.h"
+
+struct pm_mitem {
+	uint64_t offset;
+	uint64_t length;
+	uint32_t path_id;
+	uint32_t crc32c;
+	uint8_t has_crc32c;
+};
+
+struct pm_manifest {
+	struct pm_mitem *items;
+	size_t n, cap;
+	uint64_t bytes;
+	char **paths;
+	uint32_t npaths, paths_cap;
+	uint32_t *hash;		/* open addressing: path_id + 1, 0 empty */
+	uint32_t hash_size;	/* power of two, > 2 * npaths */
+};
+
+#endif

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Epoch order, sharding and batch packing.  The shuffle is a Fisher-Yates
+ * permutation driven by splitmix64 seeded from (seed, epoch): the same seed
+ * gives the same order on every machine and every rank (it is not PyTorch's
+ * permutation).  Sharding follows DistributedSampler: rank r takes positions
+ * r, r + world, ... of the epoch's order, after padding or dropping per
+ * enum pm_shard_pad.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [0, bound) without modulo bias (Lemire). */
+static uint64_t bounded(uint64_t *s, uint64_t bound)
+{
+	unsigned __int128 m = (unsigned __int128)splitmix64(s) * bound;
+	uint64_t low = (uint64_t)m;
+
+	if (low < bound) {
+		uint64_t t = -bound % bound;
+
+		while (low < t) {
+			m = (unsigned __int128)splitmix64(s) * bound;
+			low = (uint64_t)m;
+		}
+	}
+	return (uint64_t)(m >> 64);
+}
+
+size_t pm_plan_rank_count(size_t n, uint32_t rank, uint32_t world,
+			  enum pm_shard_pad pad)
+{
+	if (!world || rank >= world)
+		return 0;
+	switch (pad) {
+	case PM_SHARD_PAD:
+		return (n + world - 1) / world;
+	case PM_SHARD_DROP:
+		return n / world;
+	default:
+		return n > rank ? (n - rank + world - 1) / world : 0;
+	}
+}
+
+int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
+		 uint32_t world, enum pm_shard_pad pad, bool shuffle,
+		 uint64_t seed)
+{
+	size_t count;
+
+	memset(p, 0, sizeof(*p));
+	if (!world || rank >= world || pad > PM_SHARD_DROP)
+		return -EINVAL;
+	count = pm_plan_rank_count(m->n, rank, world, pad);
+	p->m = m;
+	p->rank = rank;
+	p->world = world;
+	p->pad = pad;
+	p->shuffle = shuffle;
+	p->seed = seed;
+	p->order = malloc((count ? count : 1) * sizeof(*p->order));
+	if (shuffle)
+		p->perm = malloc((m->n ? m->n : 1) * sizeof(*p->perm));
+	if (!p->order || (shuffle && !p->perm)) {
+		pm_plan_free(p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void pm_plan_free(struct pm_plan *p)
+{
+	free(p->order);
+	free(p->perm);
+	p->order = p->perm = NULL;
+}
+
+int pm_plan_epoch(struct pm_plan *p, uint32_t epoch)
+{
+	size_t n = p->m->n, count = pm_plan_rank_count(n, p->rank, p->world, p->pad);
+	uint64_t s;
+
+	if (p->shuffle) {
+		s = p->seed ^ splitmix64(&(uint64_t){ (uint64_t)epoch + 1 });
+		for (size_t i = 0; i < n; i++)
+			p->perm[i] = i;
+		for (size_t i = n; i > 1; i--) {
+			size_t j = bounded(&s, i);
+			uint64_t t = p->perm[i - 1];
+
+			p->perm[i - 1] = p->perm[j];
+			p->perm[j] = t;
+		}
+	}
+	/* position k of this rank is position rank + k * world of the padded order */
+	for (size_t k = 0; k < count; k++) {
+		size_t pos = (p->rank + k * (size_t)p->world) % n;
+
+		p->order[k] = p->shuffle ? p->perm[pos] : pos;
+	}
+	p->count = count;
+	return 0;
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+void pm_plan_place(uint64_t cur, const struct pm_mitem *it, uint32_t align,
+		   struct pm_place *pl)
+{
+	if (!align) {
+		pl->read_slot = align_up(cur, PM_PLAN_BUF_ALIGN);
+		pl->read_off = it->offset;
+		pl->read_len = it->length;
+		pl->data_slot = pl->read_slot;
+	} else {
+		uint64_t head = it->offset % align;
+
+		pl->read_slot = align_up(cur, align);
+		pl->read_off = it->offset - head;
+		pl->read_len = align_up(head + it->length, align);
+		pl->data_slot = pl->read_slot + head;
+	}
+	pl->end = pl->read_slot + pl->read_len;
+}
+
+uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align)
+{
+	struct pm_place pl;
+
+	pm_plan_place(0, it, align, &pl);
+	return pl.read_len + (align ? align : PM_PLAN_BUF_ALIGN) - 1;
+}
+
+size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
+		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span)
+{
+	uint64_t cur = 0;
+	size_t k;
+
+	for (k = 0; pos + k < p->count; k++) {
+		const struct pm_mitem *it = &p->m->items[p->order[pos + k]];
+		struct pm_place pl;
+
+		if (max_items && k == max_items)
+			break;
+		pm_plan_place(cur, it, align[it->path_id], &pl);
+		if (pl.end > slot_bytes)
+			break;
+		cur = pl.end;
+	}
+	*span = cur;
+	return k;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *align,
+				uint32_t max_items)
+{
+	uint64_t *fp, sum = 0;
+
+	fp = malloc((m->n ? m->n : 1) * sizeof(*fp));
+	if (!fp)
+		return 0;
+	for (size_t i = 0; i < m->n; i++)
+		fp[i] = pm_plan_footprint(&m->items[i], align[m->items[i].path_id]);
+	qsort(fp, m->n, sizeof(*fp), cmp_desc);
+	for (size_t i = 0; i < m->n && i < max_items; i++)
+		sum += fp[i];
+	free(fp);
+	return sum;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Plan: which items a rank reads in which order each epoch, and how they are
+ * packed into batches that fit one slot.  Pure functions of the manifest and
+ * the options, so every rank computes the same plan without talking.
+ */
+#ifndef PM_PLAN_H
+#define PM_PLAN_H
+
+#include <stdint.h>
+
+#include "manifest.h"
+
+/* Where an item goes in a slot and what is read for it. */
+struct pm_place {
+	uint64_t read_slot;	/* slot offset the read starts at */
+	uint64_t read_off;	/* file offset the read starts at */
+	uint64_t read_len;	/* bytes to read (aligned superset for O_DIRECT) */
+	uint64_t data_slot;	/* slot offset of the item's first byte */
+	uint64_t end;		/* slot offset after the read */
+};
+
+struct pm_plan {
+	const struct pm_manifest *m;
+	uint32_t rank, world;
+	enum pm_shard_pad pad;
+	bool shuffle;
+	uint64_t seed;
+	uint64_t *order;	/* item indices of the current epoch, this rank */
+	size_t count;		/* entries of order */
+	uint64_t *perm;		/* scratch: the whole epoch's permutation */
+};
+
+/* Items a rank gets per epoch out of n. */
+size_t pm_plan_rank_count(size_t n, uint32_t rank, uint32_t world,
+			  enum pm_shard_pad pad);
+int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
+		 uint32_t world, enum pm_shard_pad pad, bool shuffle,
+		 uint64_t seed);
+/* Compute p->order and p->count for epoch. */
+int pm_plan_epoch(struct pm_plan *p, uint32_t epoch);
+void pm_plan_free(struct pm_plan *p);
+
+/*
+ * Place item it after slot offset cur.  align is the file's O_DIRECT
+ * alignment, or 0 for buffered reads (placed on PM_PLAN_BUF_ALIGN).
+ */
+#define PM_PLAN_BUF_ALIGN 64
+void pm_plan_place(uint64_t cur, const struct pm_mitem *it, uint32_t align,
+		   struct pm_place *pl);
+/* Worst-case slot bytes item it can take, wherever it is placed. */
+uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align);
+/*
+ * Items of the batch that starts at p->order[pos]: as many as fit slot_bytes
+ * and max_items (0: no limit).  0 when even the first item does not fit.
+ */
+size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
+		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span);
+/* Smallest slot that holds any max_items items (sum of the largest footprints). */
+uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *align,
+				uint32_t max_items);
+
+#endif

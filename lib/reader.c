@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+/*
+ * io_uring reads into registered buffers.  liburing 2.3 and older kernels
+ * lack some setup flags: each is tried best first and dropped on -EINVAL, so
+ * the same binary runs on 5.x and 6.x kernels.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pinmem.h"
+#include "reader.h"
+
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN	(1U << 8)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER	(1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN	(1U << 13)
+#endif
+
+static void note(struct pm_reader *r, const char *what, int err)
+{
+	size_t n = strlen(r->note);
+
+	snprintf(r->note + n, sizeof(r->note) - n, "%s%s (%s)", n ? "; " : "",
+		 what, strerror(-err));
+}
+
+int pm_reader_init(struct pm_reader *r, unsigned int qd)
+{
+	/* Best first: task work only when we wait, one submitter. */
+	static const unsigned int tries[] = {
+		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
+		IORING_SETUP_COOP_TASKRUN,
+		0,
+	};
+	int ret = -EINVAL;
+
+	memset(r, 0, sizeof(*r));
+	r->qd = qd;
+	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+		struct io_uring_params p = { .flags = tries[i] };
+
+		ret = io_uring_queue_init_params(qd, &r->ring, &p);
+		if (ret != -EINVAL)
+			break;
+	}
+	if (ret)
+		return ret;
+	r->flags = r->ring.flags;
+	r->ring_ok = true;
+	return 0;
+}
+
+void pm_reader_register_files(struct pm_reader *r, const int *fds, unsigned int n)
+{
+	int ret = io_uring_register_files(&r->ring, fds, n);
+
+	if (ret)
+		note(r, "plain file descriptors: registering files failed", ret);
+	else
+		r->files_registered = true;
+}
+
+void pm_reader_register_buf(struct pm_reader *r, struct pm_buf *buf, size_t unit)
+{
+	int n, ret;
+
+	n = pm_buf_iovecs(buf, unit, NULL, 0);
+	if (n <= 0) {
+		note(r, "plain reads: no iovec layout", n ? n : -EINVAL);
+		return;
+	}
+	r->iov = calloc(n, sizeof(*r->iov));
+	if (!r->iov) {
+		note(r, "plain reads", -ENOMEM);
+		return;
+	}
+	ret = pm_buf_iovecs(buf, unit, r->iov, n);
+	if (ret == n)
+		ret = pm_buf_register_uring(buf, &r->ring, unit);
+	else if (ret >= 0)
+		ret = -EINVAL;
+	if (ret) {
+		note(r, "plain reads: registering buffers failed", ret);
+		free(r->iov);
+		r->iov = NULL;
+		return;
+	}
+	r->niov = n;
+	r->buf = buf;
+	r->bufs_registered = true;
+}
+
+int pm_reader_buf_index(const struct pm_reader *r, const void *addr, size_t len)
+{
+	const char *a = addr;
+
+	for (int i = 0; i < r->niov; i++) {
+		const char *b = r->iov[i].iov_base;
+
+		if (a >= b && a + len <= b + r->iov[i].iov_len)
+			return i;
+	}
+	return -1;
+}
+
+void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	char *dst = rd->dst + rd->done;
+	uint32_t len = rd->len - rd->done;
+
+	if (!sqe) {
+		/* the ring has qd entries and the caller keeps inflight < qd */
+		io_uring_submit(&r->ring);
+		r->queued = 0;
+		sqe = io_uring_get_sqe(&r->ring);
+	}
+	if (rd->buf_index >= 0)
+		io_uring_prep_read_fixed(sqe, rd->fd, dst, len, rd->off + rd->done,
+					 rd->buf_index);
+	else
+		io_uring_prep_read(sqe, rd->fd, dst, len, rd->off + rd->done);
+	if (rd->fixed_file)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data(sqe, rd);
+	r->inflight++;
+	r->queued++;
+}
+
+int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr)
+{
+	int ret;
+
+	do {
+		if (wait_nr)
+			ret = io_uring_submit_and_wait(&r->ring, wait_nr);
+		else
+			ret = io_uring_submit_and_get_events(&r->ring);
+	} while (ret == -EINTR);
+	if (ret < 0)
+		return ret;
+	r->queued = 0;
+	return 0;
+}
+
+/* A read came back with res: finished, failed, or to be resubmitted (1). */
+static int complete(struct pm_reader *r, struct pm_read *rd, int res)
+{
+	if (res == -EAGAIN || res == -EINTR) {
+		rd->resubmits++;
+		return 1;
+	}
+	if (res < 0)
+		return res;
+	if (res == 0)
+		return rd->done >= rd->need ? 0 : -ENODATA;
+	rd->done += res;
+	if (rd->done >= rd->need)
+		return 0;
+	if (rd->align && (rd->done % rd->align)) {
+		/* an unaligned short O_DIRECT read only happens at end of file */
+		return -ENODATA;
+	}
+	rd->resubmits++;
+	return 1;
+}
+
+int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int head, n = 0;
+
+	io_uring_for_each_cqe(&r->ring, head, cqe) {
+		struct pm_read *rd = io_uring_cqe_get_data(cqe);
+		int ret = complete(r, rd, cqe->res);
+
+		n++;
+		r->inflight--;
+		if (ret == 1)
+			pm_reader_queue(r, rd);
+		else
+			done(arg, rd, ret);
+	}
+	io_uring_cq_advance(&r->ring, n);
+	return (int)n;
+}
+
+void pm_reader_exit(struct pm_reader *r)
+{
+	if (!r->ring_ok)
+		return;
+	if (r->bufs_registered)
+		pm_buf_unregister_uring(r->buf, &r->ring);
+	if (r->files_registered)
+		io_uring_unregister_files(&r->ring);
+	io_uring_queue_exit(&r->ring);
+	free(r->iov);
+	r->iov = NULL;
+	r->ring_ok = false;
+}
+
+const char *pm_reader_flag_names(unsigned int flags, char *buf, size_t len)
+{
+	static const struct {
+		unsigned int flag;
+		const char *name;
+	} names[] = {
+		{ IORING_SETUP_SINGLE_ISSUER, "SINGLE_ISSUER" },
+		{ IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN" },
+		{ IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN" },
+	};
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flags & names[i].flag)
+			n += snprintf(buf + n, n < len ? len - n : 0, "%s%s",
+				      n ? "|" : "", names[i].name);
+	if (!n)
+		snprintf(buf, len, "none");
+	return buf;
+}

@@ -1,0 +1,1086 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Streams: a ring of pinned slots that recycles itself.
+ *
+ * A slot goes FREE -> READING (reader thread owns it, reads in flight) ->
+ * COPYING (device copy queued) or READY (no backend) or FAILED -> HELD (the
+ * consumer has it) -> FREE.  The consumer waits for the copy's event before
+ * it gets the batch, so a slot can only become FREE again after its copy
+ * completed and its consumer released it: nothing ever reads into a slot the
+ * consumer or the device still uses.
+ *
+ * The reader thread owns the io_uring (SINGLE_ISSUER), every slot in READING
+ * state and the plan cursor; s->lock guards state changes and counters.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "ctx.h"
+#include "plan.h"
+#include "reader.h"
+#include "stream_hist.h"
+
+#define DEF_SLOTS	4
+#define DEF_BATCH	(16ULL << 20)
+#define DEF_QD		32
+#define DEF_CHUNK	(1U << 20)
+#define MAX_SLOTS	4096
+#define MAX_QD		4096
+#define ERRLEN		384
+
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC	0x9fa0
+#endif
+#ifndef SYSFS_MAGIC
+#define SYSFS_MAGIC		0x62656572
+#endif
+
+enum slot_state {
+	SLOT_FREE,
+	SLOT_READING,
+	SLOT_COPYING,
+	SLOT_READY,
+	SLOT_FAILED,
+	SLOT_HELD,
+};
+
+struct slot {
+	struct pm_batch b;
+	struct pm_batch_item *items;
+	struct pm_place *place;
+	uint32_t cap;
+	enum slot_state state;
+	int buf_index;
+	uint32_t pending;	/* reads in flight */
+	uint32_t next_item;	/* issue cursor */
+	uint64_t next_rel;
+	bool issued;		/* every read queued (or the batch failed) */
+	int err;
+	char errmsg[ERRLEN];
+	uint64_t ev;
+	bool copy_done;
+	uint64_t t_read0, t_copy0;
+};
+
+struct file {
+	int fd;
+	uint32_t align;		/* O_DIRECT alignment, 0: buffered */
+	bool size_known;
+	uint64_t size;
+	int open_err;
+	char note[ERRLEN];
+};
+
+struct pm_stream {
+	struct pm_ctx *ctx;
+	const struct pm_manifest *m;
+	struct pm_stream_opts o;
+	struct pm_plan plan;
+	bool backend;
+
+	uint32_t nfiles;
+	struct file *files;
+	int *fds;
+	uint32_t *align;
+
+	struct pm_buf *buf;
+	uint64_t slot_bytes, stride;
+	uint32_t nslots;
+	struct slot *slots;
+
+	/* reader thread */
+	struct pm_reader rd;
+	struct pm_read *reads, *free_reads;
+	pthread_t thread;
+	bool thread_started;
+	bool setup_done;
+	int setup_err;
+	uint32_t epoch;
+	size_t pos;
+	bool plan_done;
+	struct slot *filling;
+	uint64_t issued_seq;
+
+	pthread_mutex_t lock;
+	pthread_cond_t reader_cv, consumer_cv;
+	bool stop;		/* destroy, or a failed batch under PM_ON_ERROR_STOP */
+	bool reader_exited;
+	int reader_err;
+	uint32_t ahead;		/* batches started, not yet handed out */
+	uint32_t held;
+	uint64_t next_seq;
+	int sticky_err;
+	bool ended;
+	char err[ERRLEN];
+	char reader_errmsg[ERRLEN];
+
+	/* stats, under lock */
+	uint64_t t_start, t_end;
+	uint64_t bytes, read_bytes, batches, items, failed_batches, failed_items;
+	uint64_t consumer_wait_ns, reader_wait_ns;
+	uint64_t total_items, total_bytes;
+	struct pm_hist read_hist, copy_hist;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+void pm_stream_opts_init(struct pm_stream_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->slots = DEF_SLOTS;
+	o->qd = DEF_QD;
+	o->chunk_bytes = DEF_CHUNK;
+	o->epochs = 1;
+	o->world_size = 1;
+}
+
+static bool stopping(struct pm_stream *s)
+{
+	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+}
+
+static void set_stop(struct pm_stream *s)
+{
+	__atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
+}
+
+/* --- item errors --- */
+
+__attribute__((format(printf, 5, 6)))
+static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
+		      const char *fmt, ...)
+{
+	const struct pm_batch_item *it = &sl->items[k];
+	char what[200];
+	va_list ap;
+
+	if (sl->err)
+		return;		/* the first failure names the batch */
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	sl->err = err;
+	snprintf(sl->errmsg, sizeof(sl->errmsg),
+		 "batch %llu, item %llu (%s offset %llu length %llu): %s (%s)",
+		 (unsigned long long)sl->b.seq, (unsigned long long)it->index,
+		 s->m->paths[it->path_id], (unsigned long long)it->file_offset,
+		 (unsigned long long)it->length, what, strerror(-err));
+}
+
+/* --- files --- */
+
+static int open_file(struct pm_stream *s, uint32_t id, char *err, size_t errlen)
+{
+	struct file *f = &s->files[id];
+	const char *path = s->m->paths[id];
+	struct statx stx;
+	struct statfs sfs;
+	int fd, ret;
+
+	f->fd = -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s%s", path, strerror(-ret),
+			 ret == -EMFILE ? " (raise the open files limit, ulimit -n)" : "");
+		return ret;
+	}
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_DIOALIGN, &stx)) {
+		ret = -errno;
+		close(fd);
+		snprintf(err, errlen, "%s: statx: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (S_ISDIR(stx.stx_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s: is a directory", path);
+		return -EISDIR;
+	}
+	/* pseudo files (procfs, sysfs) report size 0 whatever they hold */
+	f->size_known = S_ISREG(stx.stx_mode) && !(fstatfs(fd, &sfs) == 0 &&
+		(sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC));
+	f->size = stx.stx_size;
+	f->fd = fd;
+	f->align = 0;
+
+	if (s->o.direct == PM_DIRECT_OFF) {
+		snprintf(f->note, sizeof(f->note), "buffered: O_DIRECT turned off");
+		return 0;
+	}
+	if (!S_ISREG(stx.stx_mode) && !S_ISBLK(stx.stx_mode)) {
+		snprintf(f->note, sizeof(f->note), "buffered: not a regular file");
+	} else if (!f->size_known && S_ISREG(stx.stx_mode)) {
+		snprintf(f->note, sizeof(f->note), "buffered: pseudo file system");
+	} else if ((stx.stx_mask & STATX_DIOALIGN) && !stx.stx_dio_offset_align) {
+		snprintf(f->note, sizeof(f->note),
+			 "buffered: the file system has no O_DIRECT for it (statx DIOALIGN)");
+	} else {
+		uint32_t a;
+		int dfd;
+
+		if (stx.stx_mask & STATX_DIOALIGN)
+			a = stx.stx_dio_offset_align > stx.stx_dio_mem_align ?
+			    stx.stx_dio_offset_align : stx.stx_dio_mem_align;
+		else
+			a = stx.stx_blksize ? stx.stx_blksize : 4096;
+		if (a & (a - 1) || a > (1u << 20)) {
+			snprintf(f->note, sizeof(f->note),
+				 "buffered: O_DIRECT alignment %u is not usable", a);
+		} else {
+			dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+			if (dfd < 0) {
+				snprintf(f->note, sizeof(f->note),
+					 "buffered: O_DIRECT open failed: %s", strerror(errno));
+			} else {
+				close(fd);
+				f->fd = dfd;
+				f->align = a < 512 ? 512 : a;
+				f->note[0] = 0;
+			}
+		}
+	}
+	if (!f->align && s->o.direct == PM_DIRECT_ON) {
+		snprintf(err, errlen, "%s: O_DIRECT asked for but not possible: %s",
+			 path, f->note + strlen("buffered: "));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --- reader thread --- */
+
+static struct slot *free_slot(struct pm_stream *s)
+{
+	for (uint32_t i = 0; i < s->nslots; i++)
+		if (s->slots[i].state == SLOT_FREE)
+			return &s->slots[i];
+	return NULL;
+}
+
+static bool can_start(struct pm_stream *s)
+{
+	return !stopping(s) && !s->plan_done && s->ahead < s->o.prefetch &&
+	       free_slot(s);
+}
+
+static int slot_reserve(struct slot *sl, uint32_t n)
+{
+	struct pm_batch_item *items;
+	struct pm_place *place;
+	uint32_t cap;
+
+	if (n <= sl->cap)
+		return 0;
+	cap = n < 64 ? 64 : n;
+	items = realloc(sl->items, cap * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	sl->items = items;
+	sl->b.items = items;
+	place = realloc(sl->place, cap * sizeof(*place));
+	if (!place)
+		return -ENOMEM;
+	sl->place = place;
+	sl->cap = cap;
+	return 0;
+}
+
+/* Batch done reading (or failed): check, queue the copy, hand it on. */
+static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
+{
+	uint64_t t = now_ns();
+	int ret;
+
+	if (!sl->err && !s->o.no_crc) {
+		for (uint32_t k = 0; k < sl->b.nitems; k++) {
+			const struct pm_mitem *mi = &s->m->items[sl->items[k].index];
+			uint32_t crc;
+
+			if (!mi->has_crc32c)
+				continue;
+			crc = pm_crc32c(0, (char *)sl->b.host + sl->items[k].slot_offset,
+					sl->items[k].length);
+			if (crc != mi->crc32c) {
+				item_fail(s, sl, k, -EBADMSG,
+					  "crc32c %08x, the manifest says %08x", crc,
+					  mi->crc32c);
+				break;
+			}
+		}
+	}
+	if (!sl->err && stopping(s)) {
+		sl->err = -ECANCELED;
+		snprintf(sl->errmsg, sizeof(sl->errmsg), "batch %llu: stream stopped",
+			 (unsigned long long)sl->b.seq);
+	}
+	if (!sl->err && s->backend) {
+		sl->copy_done = false;
+		sl->t_copy0 = now_ns();
+		ret = pm_copy_h2d(s->ctx, sl->b.dev, sl->b.host, sl->b.span, &sl->ev);
+		if (ret) {
+			sl->err = ret;
+			sl->ev = 0;
+			snprintf(sl->errmsg, sizeof(sl->errmsg),
+				 "batch %llu: copy to the device failed: %s (%s)",
+				 (unsigned long long)sl->b.seq,
+				 pm_ctx_last_error(s->ctx), strerror(-ret));
+		}
+	}
+	if (!locked)
+		pthread_mutex_lock(&s->lock);
+	if (!sl->err) {
+		pm_hist_add(&s->read_hist, t - sl->t_read0);
+		s->read_bytes += sl->b.span;
+	}
+	sl->state = sl->err ? SLOT_FAILED : s->backend ? SLOT_COPYING : SLOT_READY;
+	if (sl->err && s->o.on_error == PM_ON_ERROR_STOP)
+		set_stop(s);
+	pthread_cond_broadcast(&s->consumer_cv);
+	if (!locked)
+		pthread_mutex_unlock(&s->lock);
+}
+
+static void read_done(void *arg, struct pm_read *rd, int res)
+{
+	struct pm_stream *s = arg;
+	struct slot *sl = rd->owner;
+
+	if (res) {
+		const struct pm_batch_item *it = &sl->items[rd->owner_item];
+		const struct pm_place *pl = &sl->place[rd->owner_item];
+
+		if (res == -ENODATA)
+			item_fail(s, sl, rd->owner_item, res,
+				  "end of file at or after offset %llu before the item's end at %llu (file shrank or item past end of file)",
+				  (unsigned long long)(rd->off + rd->done),
+				  (unsigned long long)(it->file_offset + it->length));
+		else
+			item_fail(s, sl, rd->owner_item, res,
+				  "read of %u bytes at offset %llu failed",
+				  rd->len, (unsigned long long)rd->off);
+		(void)pl;
+		if (s->filling == sl) {
+			s->filling = NULL;	/* issue nothing more for it */
+			sl->issued = true;
+		}
+	}
+	rd->next = s->free_reads;
+	s->free_reads = rd;
+	if (!--sl->pending && sl->issued)
+		batch_finish(s, sl, false);
+}
+
+/* Pick the next batch from the plan into a free slot; false when none. */
+static bool batch_start(struct pm_stream *s)
+{
+	struct slot *sl = free_slot(s);
+	uint64_t span, cur = 0;
+	void *dev;
+	size_t k;
+
+	if (s->pos == s->plan.count) {
+		if (s->epoch + 1 >= s->o.epochs) {
+			s->plan_done = true;
+			pthread_cond_broadcast(&s->consumer_cv);
+			return false;
+		}
+		pm_plan_epoch(&s->plan, ++s->epoch);
+		s->pos = 0;
+	}
+	k = pm_plan_batch(&s->plan, s->pos, s->align, s->slot_bytes,
+			  s->o.batch_items, &span);
+	dev = sl->b.dev;
+	memset(&sl->b, 0, sizeof(sl->b));
+	sl->b.seq = s->issued_seq++;
+	sl->b.epoch = s->epoch;
+	sl->b.slot = (uint32_t)(sl - s->slots);
+	sl->b.host = (char *)pm_buf_ptr(s->buf) + (size_t)(sl - s->slots) * s->stride;
+	sl->b.dev = dev;
+	sl->err = 0;
+	sl->errmsg[0] = 0;
+	sl->pending = 0;
+	sl->next_item = 0;
+	sl->next_rel = 0;
+	sl->issued = false;
+	sl->ev = 0;
+	sl->t_read0 = now_ns();
+	if (slot_reserve(sl, k ? (uint32_t)k : 1)) {
+		k = 0;
+		sl->err = -ENOMEM;
+	}
+	s->ahead++;
+	sl->state = SLOT_READING;
+	sl->b.items = sl->items;
+	sl->b.nitems = k ? (uint32_t)k : 1;
+	for (size_t i = 0; i < sl->b.nitems; i++) {
+		uint64_t idx = s->plan.order[s->pos + i];
+		const struct pm_mitem *mi = &s->m->items[idx];
+		struct pm_batch_item *it = &sl->items[i];
+
+		it->index = idx;
+		it->path_id = mi->path_id;
+		it->reserved = 0;
+		it->file_offset = mi->offset;
+		it->length = mi->length;
+		pm_plan_place(cur, mi, s->align[mi->path_id], &sl->place[i]);
+		cur = sl->place[i].end;
+		it->slot_offset = sl->place[i].data_slot;
+		sl->b.bytes += mi->length;
+	}
+	sl->b.span = k ? span : 0;
+	s->pos += sl->b.nitems;
+	if (s->pos == s->plan.count && s->epoch + 1 >= s->o.epochs)
+		s->plan_done = true;	/* known now, so the consumer sees the end */
+	if (sl->err == -ENOMEM) {
+		item_fail(s, sl, 0, -ENOMEM, "no memory for the batch's item list");
+	} else if (!k) {
+		item_fail(s, sl, 0, -EFBIG,
+			  "needs %llu bytes, more than a slot (%llu bytes; raise the batch size)",
+			  (unsigned long long)pm_plan_footprint(&s->m->items[sl->items[0].index],
+				s->align[sl->items[0].path_id]),
+			  (unsigned long long)s->slot_bytes);
+	}
+	for (uint32_t i = 0; i < sl->b.nitems && !sl->err; i++) {
+		const struct pm_batch_item *it = &sl->items[i];
+		const struct file *f = &s->files[it->path_id];
+
+		if (f->open_err)
+			item_fail(s, sl, i, f->open_err, "cannot open the file");
+		else if (f->size_known && it->file_offset + it->length > f->size)
+			item_fail(s, sl, i, -ENODATA,
+				  "past the end of the file (%llu bytes)",
+				  (unsigned long long)f->size);
+	}
+	if (sl->err) {
+		sl->issued = true;
+		batch_finish(s, sl, true);
+		return true;
+	}
+	s->filling = sl;
+	return true;
+}
+
+/* Queue the next read of the filling batch. */
+static void issue_one(struct pm_stream *s)
+{
+	struct slot *sl = s->filling;
+	const struct pm_place *pl = &sl->place[sl->next_item];
+	const struct pm_batch_item *it = &sl->items[sl->next_item];
+	const struct file *f = &s->files[it->path_id];
+	struct pm_read *rd = s->free_reads;
+	uint64_t chunk = s->o.chunk_bytes, len, data_end;
+
+	if (f->align) {
+		chunk = chunk / f->align * f->align;
+		if (!chunk)
+			chunk = f->align;
+	}
+	len = pl->read_len - sl->next_rel;
+	if (len > chunk)
+		len = chunk;
+	data_end = pl->data_slot - pl->read_slot + it->length;
+
+	s->free_reads = rd->next;
+	rd->fd = s->rd.files_registered ? (int)it->path_id : f->fd;
+	rd->fixed_file = s->rd.files_registered;
+	rd->buf_index = sl->buf_index;
+	rd->align = f->align;
+	rd->off = pl->read_off + sl->next_rel;
+	rd->dst = (char *)sl->b.host + pl->read_slot + sl->next_rel;
+	rd->len = (uint32_t)len;
+	rd->need = data_end - sl->next_rel < len ? (uint32_t)(data_end - sl->next_rel)
+						 : (uint32_t)len;
+	rd->done = 0;
+	rd->owner = sl;
+	rd->owner_item = sl->next_item;
+	sl->pending++;
+	pm_reader_queue(&s->rd, rd);
+
+	sl->next_rel += len;
+	if (sl->next_rel == pl->read_len) {
+		sl->next_rel = 0;
+		if (++sl->next_item == sl->b.nitems) {
+			sl->issued = true;
+			s->filling = NULL;
+		}
+	}
+}
+
+/* Queue reads while there is room; called with s->lock held. */
+static void fill(struct pm_stream *s)
+{
+	while (s->free_reads && !stopping(s)) {
+		if (!s->filling) {
+			if (!can_start(s) || !batch_start(s))
+				break;
+			continue;
+		}
+		issue_one(s);
+	}
+}
+
+static void poll_copies(struct pm_stream *s)
+{
+	uint64_t t = now_ns();
+
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (sl->state == SLOT_COPYING && !sl->copy_done &&
+		    pm_event_query(s->ctx, sl->ev) != 0) {
+			sl->copy_done = true;
+			pm_hist_add(&s->copy_hist, t - sl->t_copy0);
+		}
+	}
+}
+
+static int reader_setup(struct pm_stream *s)
+{
+	int ret = pm_reader_init(&s->rd, s->o.qd);
+
+	if (ret) {
+		snprintf(s->reader_errmsg, sizeof(s->reader_errmsg),
+			 "io_uring_queue_init(%u): %s", s->o.qd, strerror(-ret));
+		return ret;
+	}
+	pm_reader_register_files(&s->rd, s->fds, s->nfiles);
+	pm_reader_register_buf(&s->rd, s->buf, s->stride);
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		struct slot *sl = &s->slots[i];
+
+		sl->buf_index = pm_reader_buf_index(&s->rd,
+			(char *)pm_buf_ptr(s->buf) + (size_t)i * s->stride, s->stride);
+	}
+	return 0;
+}
+
+static void *reader_main(void *arg)
+{
+	struct pm_stream *s = arg;
+	struct pm_reader *r = &s->rd;
+	int ret = reader_setup(s), fails = 0;
+
+	pthread_mutex_lock(&s->lock);
+	s->setup_done = true;
+	s->setup_err = ret;
+	pthread_cond_broadcast(&s->consumer_cv);
+	if (ret) {
+		s->reader_exited = true;
+		pthread_mutex_unlock(&s->lock);
+		return NULL;
+	}
+	for (;;) {
+		fill(s);
+		if (!r->inflight) {
+			uint64_t t0;
+
+			if (s->stop || (s->plan_done && !s->filling))
+				break;
+			/* nothing in flight and nothing to start: all slots busy */
+			t0 = now_ns();
+			while (!can_start(s) && !s->stop && !s->plan_done)
+				pthread_cond_wait(&s->reader_cv, &s->lock);
+			s->reader_wait_ns += now_ns() - t0;
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		ret = pm_reader_submit(r, 1);
+		if (ret) {
+			/* the kernel holds reads into our slots: retry, do not leave */
+			if (++fails == 1000) {
+				pthread_mutex_lock(&s->lock);
+				s->reader_err = ret;
+				snprintf(s->reader_errmsg, sizeof(s->reader_errmsg),
+					 "io_uring_enter: %s", strerror(-ret));
+				set_stop(s);
+				break;
+			}
+			usleep(1000);
+		} else {
+			fails = 0;
+		}
+		pm_reader_reap(r, read_done, s);
+		pthread_mutex_lock(&s->lock);
+		poll_copies(s);
+	}
+	s->reader_exited = true;
+	pthread_cond_broadcast(&s->consumer_cv);
+	pthread_mutex_unlock(&s->lock);
+	if (!s->reader_err)
+		pm_reader_exit(r);
+	return NULL;
+}
+
+/* --- consumer --- */
+
+static bool in_flight(const struct slot *sl)
+{
+	return sl->state != SLOT_FREE && sl->state != SLOT_HELD;
+}
+
+/* The slot pm_stream_next should look at next, or NULL. */
+static struct slot *pick(struct pm_stream *s)
+{
+	struct slot *best = NULL, *oldest = NULL;
+
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (s->o.order == PM_ORDER_IN_ORDER) {
+			if (in_flight(sl) && sl->state != SLOT_READING &&
+			    sl->b.seq == s->next_seq)
+				return sl;
+			continue;
+		}
+		if (!in_flight(sl) || sl->state == SLOT_READING)
+			continue;
+		if (sl->state == SLOT_COPYING && !sl->copy_done &&
+		    pm_event_query(s->ctx, sl->ev) == 0) {
+			if (!oldest || sl->b.seq < oldest->b.seq)
+				oldest = sl;
+			continue;
+		}
+		if (!best || sl->b.seq < best->b.seq)
+			best = sl;
+	}
+	return best ? best : oldest;
+}
+
+static bool stream_over(struct pm_stream *s)
+{
+	if (!(s->plan_done || s->stop || s->reader_exited) || s->filling)
+		return false;
+	for (uint32_t i = 0; i < s->nslots; i++)
+		if (in_flight(&s->slots[i]))
+			return false;
+	return s->reader_exited || s->plan_done;
+}
+
+static void slot_free(struct pm_stream *s, struct slot *sl)
+{
+	if (sl->ev) {
+		pm_event_release(s->ctx, sl->ev);
+		sl->ev = 0;
+	}
+	sl->state = SLOT_FREE;
+	pthread_cond_broadcast(&s->reader_cv);
+}
+
+int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
+{
+	uint64_t t0 = now_ns();
+	struct slot *sl;
+	int ret = 0;
+
+	*batch = NULL;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		if (s->sticky_err) {
+			ret = s->sticky_err;
+			break;
+		}
+		sl = pick(s);
+		if (!sl) {
+			if (s->reader_err) {
+				ret = s->sticky_err = s->reader_err;
+				snprintf(s->err, sizeof(s->err), "%s", s->reader_errmsg);
+				break;
+			}
+			if (stream_over(s)) {
+				if (!s->ended) {
+					s->ended = true;
+					s->t_end = now_ns();
+				}
+				break;
+			}
+			if (s->held == s->nslots) {
+				ret = -EDEADLK;
+				snprintf(s->err, sizeof(s->err),
+					 "the consumer holds all %u slots: release a batch before asking for the next",
+					 s->nslots);
+				break;
+			}
+			pthread_cond_wait(&s->consumer_cv, &s->lock);
+			continue;
+		}
+		if (sl->state == SLOT_COPYING) {
+			uint64_t ev = sl->ev;
+
+			pthread_mutex_unlock(&s->lock);
+			ret = pm_event_wait(s->ctx, ev);
+			pthread_mutex_lock(&s->lock);
+			if (!sl->copy_done) {
+				sl->copy_done = true;
+				pm_hist_add(&s->copy_hist, now_ns() - sl->t_copy0);
+			}
+			if (ret) {
+				sl->err = ret;
+				snprintf(sl->errmsg, sizeof(sl->errmsg),
+					 "batch %llu: copy to the device failed: %s (%s)",
+					 (unsigned long long)sl->b.seq,
+					 pm_ctx_last_error(s->ctx), strerror(-ret));
+				sl->state = SLOT_FAILED;
+				ret = 0;
+			}
+		}
+		s->ahead--;
+		if (s->o.order == PM_ORDER_IN_ORDER)
+			s->next_seq++;
+		if (sl->state == SLOT_FAILED) {
+			s->failed_batches++;
+			s->failed_items += sl->b.nitems;
+			ret = sl->err;
+			snprintf(s->err, sizeof(s->err), "%s", sl->errmsg);
+			slot_free(s, sl);
+			if (s->o.on_error == PM_ON_ERROR_SKIP) {
+				ret = 0;
+				continue;
+			}
+			s->sticky_err = ret;
+			set_stop(s);
+			pthread_cond_broadcast(&s->reader_cv);
+			break;
+		}
+		sl->state = SLOT_HELD;
+		s->held++;
+		s->batches++;
+		s->items += sl->b.nitems;
+		s->bytes += sl->b.bytes;
+		*batch = &sl->b;
+		break;
+	}
+	s->consumer_wait_ns += now_ns() - t0;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int pm_stream_release(struct pm_stream *s, struct pm_batch *batch)
+{
+	struct slot *sl;
+	int ret = -EINVAL;
+
+	if (!batch || batch->slot >= s->nslots)
+		return -EINVAL;
+	sl = &s->slots[batch->slot];
+	pthread_mutex_lock(&s->lock);
+	if (&sl->b == batch && sl->state == SLOT_HELD) {
+		s->held--;
+		slot_free(s, sl);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+const char *pm_stream_error(struct pm_stream *s)
+{
+	return s->err;
+}
+
+int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
+{
+	uint64_t end;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&s->lock);
+	end = s->ended ? s->t_end : now_ns();
+	st->bytes = s->bytes;
+	st->read_bytes = s->read_bytes;
+	st->batches = s->batches;
+	st->items = s->items;
+	st->failed_batches = s->failed_batches;
+	st->failed_items = s->failed_items;
+	st->elapsed_s = (end - s->t_start) / 1e9;
+	st->gbps = st->elapsed_s > 0 ? s->bytes / st->elapsed_s / 1e9 : 0;
+	st->consumer_wait_s = s->consumer_wait_ns / 1e9;
+	st->reader_wait_s = s->reader_wait_ns / 1e9;
+	pm_hist_latency(&s->read_hist, &st->read_lat);
+	pm_hist_latency(&s->copy_hist, &st->copy_lat);
+	for (uint32_t i = 0; i < s->nfiles; i++) {
+		if (s->files[i].align)
+			st->files_direct++;
+		else if (!s->files[i].open_err)
+			st->files_buffered++;
+	}
+	st->ring_flags = s->rd.flags;
+	st->slots = s->nslots;
+	st->slot_bytes = s->slot_bytes;
+	st->pin = pm_buf_pin_mode(s->buf);
+	st->total_items = s->total_items;
+	st->total_bytes = s->total_bytes;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+uint32_t pm_stream_nfiles(struct pm_stream *s)
+{
+	return s->nfiles;
+}
+
+int pm_stream_file(struct pm_stream *s, uint32_t id, struct pm_stream_file *f)
+{
+	if (id >= s->nfiles)
+		return -ERANGE;
+	f->path = s->m->paths[id];
+	f->direct = s->files[id].align != 0;
+	f->align = s->files[id].align ? s->files[id].align : 1;
+	f->note = s->files[id].note;
+	f->open_error = s->files[id].open_err;
+	return 0;
+}
+
+/* --- create / destroy --- */
+
+static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
+{
+	if (!o->slots)
+		o->slots = DEF_SLOTS;
+	if (!o->prefetch || o->prefetch > o->slots)
+		o->prefetch = o->slots;
+	if (!o->qd)
+		o->qd = DEF_QD;
+	if (!o->chunk_bytes)
+		o->chunk_bytes = DEF_CHUNK;
+	if (!o->epochs)
+		o->epochs = 1;
+	if (!o->world_size)
+		o->world_size = 1;
+	if (o->slots > MAX_SLOTS)
+		return pm_ctx_error(ctx, -EINVAL, "slots %u: at most %u", o->slots, MAX_SLOTS);
+	if (o->qd > MAX_QD)
+		return pm_ctx_error(ctx, -EINVAL, "queue depth %u: at most %u", o->qd, MAX_QD);
+	if (o->chunk_bytes < 4096 || (o->chunk_bytes & 4095) || o->chunk_bytes > (1U << 30))
+		return pm_ctx_error(ctx, -EINVAL,
+				    "chunk size %u: a multiple of 4096 up to 1 GiB",
+				    o->chunk_bytes);
+	if (o->rank >= o->world_size)
+		return pm_ctx_error(ctx, -EINVAL, "rank %u is not below the world size %u",
+				    o->rank, o->world_size);
+	if ((unsigned)o->direct > PM_DIRECT_OFF || (unsigned)o->on_error > PM_ON_ERROR_SKIP ||
+	    (unsigned)o->order > PM_ORDER_AS_COMPLETED ||
+	    (unsigned)o->shard_pad > PM_SHARD_DROP)
+		return pm_ctx_error(ctx, -EINVAL, "unknown direct, on_error, order or shard_pad value");
+	return 0;
+}
+
+/* Slot size and layout; needs the files' alignments. */
+static int size_slots(struct pm_stream *s)
+{
+	struct pm_stream_opts *o = &s->o;
+	uint32_t amax = 4096;
+
+	if (o->batch_bytes) {
+		s->slot_bytes = o->batch_bytes;
+	} else if (o->batch_items) {
+		s->slot_bytes = pm_plan_slot_for_items(s->m, s->align, o->batch_items);
+		if (!s->slot_bytes)
+			return pm_ctx_error(s->ctx, -ENOMEM, "no memory to size the slots");
+	} else {
+		s->slot_bytes = DEF_BATCH;
+	}
+	for (uint32_t i = 0; i < s->nfiles; i++)
+		if (s->align[i] > amax)
+			amax = s->align[i];
+	s->stride = (s->slot_bytes + amax - 1) / amax * amax;
+	if (s->stride > PM_URING_IOVEC_MAX)
+		return pm_ctx_error(s->ctx, -EINVAL,
+				    "batch of %llu bytes: a slot is at most 1 GiB (io_uring buffer limit)",
+				    (unsigned long long)s->slot_bytes);
+	if (s->stride * o->slots / o->slots != s->stride)
+		return pm_ctx_error(s->ctx, -EOVERFLOW, "slots * batch size overflows");
+	return 0;
+}
+
+static void totals(struct pm_stream *s)
+{
+	size_t per = s->plan.count;
+
+	/* exact bytes need each epoch's order; padding and drops make it differ */
+	s->total_items = (uint64_t)per * s->o.epochs;
+	if (s->o.world_size == 1) {
+		s->total_bytes = s->m->bytes * s->o.epochs;
+	} else {
+		uint64_t b = 0;
+
+		for (size_t k = 0; k < per; k++)
+			b += s->m->items[s->plan.order[k]].length;
+		s->total_bytes = b * s->o.epochs;	/* exact unless shuffled */
+	}
+}
+
+int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
+		     const struct pm_stream_opts *opts, struct pm_stream **sp)
+{
+	struct pm_ctx_info info;
+	struct pm_buf_opts bo = { 0 };
+	struct pm_stream *s;
+	char err[ERRLEN];
+	int ret;
+
+	*sp = NULL;
+	if (!m || !m->n)
+		return pm_ctx_error(ctx, -EINVAL, "the manifest has no items");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return pm_ctx_error(ctx, -ENOMEM, "no memory for a stream");
+	s->ctx = ctx;
+	s->m = m;
+	s->t_start = now_ns();
+	if (opts)
+		s->o = *opts;
+	else
+		pm_stream_opts_init(&s->o);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->reader_cv, NULL);
+	pthread_cond_init(&s->consumer_cv, NULL);
+	ret = check_opts(ctx, &s->o);
+	if (ret)
+		goto fail;
+	ret = pm_ctx_info(ctx, &info);
+	if (ret)
+		goto fail;
+	s->backend = strcmp(info.backend, "none") != 0;
+
+	s->nfiles = m->npaths;
+	s->files = calloc(s->nfiles, sizeof(*s->files));
+	s->fds = calloc(s->nfiles, sizeof(*s->fds));
+	s->align = calloc(s->nfiles, sizeof(*s->align));
+	s->slots = calloc(s->o.slots, sizeof(*s->slots));
+	s->reads = calloc(s->o.qd, sizeof(*s->reads));
+	if (!s->files || !s->fds || !s->align || !s->slots || !s->reads) {
+		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for a stream of %u files",
+				   s->nfiles);
+		goto fail;
+	}
+	for (uint32_t i = 0; i < s->nfiles; i++)
+		s->files[i].fd = s->fds[i] = -1;
+	for (uint32_t i = 0; i < s->nfiles; i++) {
+		ret = open_file(s, i, err, sizeof(err));
+		if (ret && (s->o.on_error == PM_ON_ERROR_STOP || ret == -EINVAL ||
+			    ret == -EMFILE || ret == -ENFILE)) {
+			ret = pm_ctx_error(ctx, ret, "%s", err);
+			goto fail;
+		}
+		s->files[i].open_err = ret;
+		if (ret)
+			snprintf(s->files[i].note, sizeof(s->files[i].note), "%s", err);
+		s->fds[i] = s->files[i].fd;
+		s->align[i] = s->files[i].align;
+	}
+
+	ret = pm_plan_init(&s->plan, m, s->o.rank, s->o.world_size, s->o.shard_pad,
+			   s->o.shuffle, s->o.seed);
+	if (ret) {
+		ret = pm_ctx_error(ctx, ret, "no memory for the plan of %zu items", m->n);
+		goto fail;
+	}
+	if (!s->plan.order || !pm_plan_rank_count(m->n, s->o.rank, s->o.world_size,
+						  s->o.shard_pad)) {
+		ret = pm_ctx_error(ctx, -EINVAL, "rank %u of %u gets no items (%zu items)",
+				   s->o.rank, s->o.world_size, m->n);
+		goto fail;
+	}
+	pm_plan_epoch(&s->plan, 0);
+	totals(s);
+	ret = size_slots(s);
+	if (ret)
+		goto fail;
+
+	s->nslots = s->o.slots;
+	bo.pin = s->o.pin;
+	bo.flags = s->o.buf_flags;
+	ret = pm_buf_alloc(ctx, s->stride * s->nslots, &bo, &s->buf);
+	if (ret)
+		goto fail;	/* pm_buf_alloc said why */
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		s->slots[i].b.host = (char *)pm_buf_ptr(s->buf) + (size_t)i * s->stride;
+		s->slots[i].b.slot = i;
+		if (s->backend) {
+			ret = pm_dev_alloc(ctx, s->slot_bytes, &s->slots[i].b.dev);
+			if (ret)
+				goto fail;
+		}
+	}
+	for (uint32_t i = 0; i < s->o.qd; i++) {
+		s->reads[i].next = s->free_reads;
+		s->free_reads = &s->reads[i];
+	}
+
+	ret = pthread_create(&s->thread, NULL, reader_main, s);
+	if (ret) {
+		ret = pm_ctx_error(ctx, -ret, "cannot start the reader thread");
+		goto fail;
+	}
+	s->thread_started = true;
+	pthread_mutex_lock(&s->lock);
+	while (!s->setup_done)
+		pthread_cond_wait(&s->consumer_cv, &s->lock);
+	ret = s->setup_err;
+	pthread_mutex_unlock(&s->lock);
+	if (ret) {
+		ret = pm_ctx_error(ctx, ret, "%s", s->reader_errmsg);
+		goto fail;
+	}
+	*sp = s;
+	return 0;
+fail:
+	pm_stream_destroy(s);
+	return ret;
+}
+
+void pm_stream_destroy(struct pm_stream *s)
+{
+	if (!s)
+		return;
+	if (s->thread_started) {
+		pthread_mutex_lock(&s->lock);
+		set_stop(s);
+		pthread_cond_broadcast(&s->reader_cv);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->thread, NULL);
+	}
+	for (uint32_t i = 0; s->slots && i < s->o.slots; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (sl->ev) {
+			pm_event_wait(s->ctx, sl->ev);
+			pm_event_release(s->ctx, sl->ev);
+		}
+		if (sl->b.dev)
+			pm_dev_free(s->ctx, sl->b.dev);
+		free(sl->items);
+		free(sl->place);
+	}
+	/* a ring that failed with reads in flight keeps its buffer: never reuse it */
+	if (s->buf && !s->reader_err)
+		pm_buf_free(s->ctx, s->buf);
+	for (uint32_t i = 0; s->files && i < s->nfiles; i++)
+		if (s->files[i].fd >= 0)
+			close(s->files[i].fd);
+	pm_plan_free(&s->plan);
+	free(s->files);
+	free(s->fds);
+	free(s->align);
+	free(s->slots);
+	free(s->reads);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->reader_cv);
+	pthread_cond_destroy(&s->consumer_cv);
+	free(s);
+}
