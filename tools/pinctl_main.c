@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: MIT
+#include "pinctl.h"
+
+int main(int argc, char **argv)
+{
+	return pctl_main(argc, argv);
+}
