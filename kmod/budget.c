@@ -1,0 +1,613 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pinmem budgets: where pins are charged, refused and un-charged.
+ *
+ * Three budgets apply to every PIN, in this order:
+ *  - RLIMIT_MEMLOCK of the pinning process, charged on mm->pinned_vm with an
+ *    add-then-check-then-undo exactly as ib_umem_get() does, so pins from
+ *    pinmem, RDMA and io_uring share one limit and show as VmPin.  The check
+ *    is skipped with CAP_IPC_LOCK or when enforce_rlimit is 0; the charge on
+ *    pinned_vm is always made so VmPin stays truthful.
+ *  - the global limit and the caller's per-user limit, checked and charged
+ *    together under pinmem_budget_lock, so concurrent pins never overshoot
+ *    either, not even transiently.
+ *
+ * The same lock guards the limits, the per-user table and every counter
+ * (global, user and file), so a stats reader sees one consistent state.
+ */
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/kernel.h>
+#include <linux/mm.h>
+#include <linux/mm_types.h>
+#include <linux/moduleparam.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/sysfs.h>
+#include <linux/user_namespace.h>
+
+#include "budget.h"
+
+/**
+ * struct pinmem_user - per-user budget entry
+ * @node: entry in pinmem_users, sorted by @uid
+ * @uid: the user
+ * @refs: open files charging this user
+ * @overridden: @limit applies instead of the default user limit
+ * @limit: the per-uid override
+ * @acct: counters
+ *
+ * Lives while a file holds it or an override is set.  All fields are guarded
+ * by pinmem_budget_lock.
+ */
+struct pinmem_user {
+	struct list_head node;
+	kuid_t uid;
+	unsigned int refs;
+	bool overridden;
+	u64 limit;
+	struct pinmem_acct acct;
+};
+
+/**
+ * struct pinmem_limit_param - a limit module parameter
+ * @bytes: the limit, a page multiple or PINMEM_UNLIMITED
+ * @set: given at load time, so init keeps it instead of the default
+ */
+struct pinmem_limit_param {
+	u64 bytes;
+	bool set;
+};
+
+static DEFINE_SPINLOCK(pinmem_budget_lock);
+static LIST_HEAD(pinmem_users);
+static struct pinmem_acct pinmem_global;
+static struct pinmem_limit_param pinmem_global_limit;
+static struct pinmem_limit_param pinmem_default_user_limit;
+static bool pinmem_enforce_rlimit = true;
+
+static u64 pinmem_round_limit(u64 bytes)
+{
+	if (bytes == PINMEM_UNLIMITED)
+		return bytes;
+	return bytes & ~((u64)PAGE_SIZE - 1);
+}
+
+static int pinmem_param_set_limit(const char *val,
+				  const struct kernel_param *kp)
+{
+	struct pinmem_limit_param *p = kp->arg;
+	u64 bytes;
+	int ret;
+
+	ret = kstrtoull(val, 0, &bytes);
+	if (ret)
+		return ret;
+	spin_lock(&pinmem_budget_lock);
+	p->bytes = pinmem_round_limit(bytes);
+	p->set = true;
+	spin_unlock(&pinmem_budget_lock);
+	return 0;
+}
+
+static int pinmem_param_get_limit(char *buffer, const struct kernel_param *kp)
+{
+	struct pinmem_limit_param *p = kp->arg;
+	u64 bytes;
+
+	spin_lock(&pinmem_budget_lock);
+	bytes = p->bytes;
+	spin_unlock(&pinmem_budget_lock);
+	return sysfs_emit(buffer, "%llu\n", bytes);
+}
+
+static const struct kernel_param_ops pinmem_limit_ops = {
+	.set = pinmem_param_set_limit,
+	.get = pinmem_param_get_limit,
+};
+
+static int pinmem_param_set_bool(const char *val, const struct kernel_param *kp)
+{
+	bool v;
+	int ret;
+
+	ret = kstrtobool(val, &v);
+	if (ret)
+		return ret;
+	spin_lock(&pinmem_budget_lock);
+	WRITE_ONCE(*(bool *)kp->arg, v);
+	spin_unlock(&pinmem_budget_lock);
+	return 0;
+}
+
+static int pinmem_param_get_bool(char *buffer, const struct kernel_param *kp)
+{
+	return sysfs_emit(buffer, "%d\n", READ_ONCE(*(bool *)kp->arg));
+}
+
+static const struct kernel_param_ops pinmem_bool_ops = {
+	.set = pinmem_param_set_bool,
+	.get = pinmem_param_get_bool,
+};
+
+module_param_cb(global_limit, &pinmem_limit_ops, &pinmem_global_limit, 0644);
+MODULE_PARM_DESC(global_limit,
+		 "Bytes all users together may pin (default: half of RAM)");
+module_param_cb(default_user_limit, &pinmem_limit_ops,
+		&pinmem_default_user_limit, 0644);
+MODULE_PARM_DESC(default_user_limit,
+		 "Bytes one user without an override may pin (default: half of RAM)");
+module_param_cb(enforce_rlimit, &pinmem_bool_ops, &pinmem_enforce_rlimit,
+		0644);
+MODULE_PARM_DESC(enforce_rlimit,
+		 "Check RLIMIT_MEMLOCK for callers without CAP_IPC_LOCK (default: 1)");
+
+/**
+ * pinmem_budget_init() - fill in the limits not given at load time
+ *
+ * The default of both limits is half of RAM: enough for a loader's batch
+ * ring, while the rest of the machine keeps room to reclaim and migrate.
+ */
+void pinmem_budget_init(void)
+{
+	u64 half = pinmem_round_limit(((u64)totalram_pages() << PAGE_SHIFT) / 2);
+
+	spin_lock(&pinmem_budget_lock);
+	if (!pinmem_global_limit.set)
+		pinmem_global_limit.bytes = half;
+	if (!pinmem_default_user_limit.set)
+		pinmem_default_user_limit.bytes = half;
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_exit() - free the per-user table at module unload
+ *
+ * No file is open any more (the module is pinned by every open file), so
+ * only entries kept for their overrides remain.
+ */
+void pinmem_budget_exit(void)
+{
+	struct pinmem_user *u, *tmp;
+
+	list_for_each_entry_safe(u, tmp, &pinmem_users, node) {
+		WARN_ON_ONCE(u->refs || u->acct.pinned_bytes);
+		list_del(&u->node);
+		kfree(u);
+	}
+}
+
+/* Caller holds pinmem_budget_lock. */
+static struct pinmem_user *pinmem_user_find(kuid_t uid)
+{
+	struct pinmem_user *u;
+
+	list_for_each_entry(u, &pinmem_users, node) {
+		if (uid_eq(u->uid, uid))
+			return u;
+		if (uid_gt(u->uid, uid))
+			break;
+	}
+	return NULL;
+}
+
+/* Caller holds pinmem_budget_lock and knows @uid has no entry yet. */
+static void pinmem_user_insert(struct pinmem_user *new, kuid_t uid)
+{
+	struct pinmem_user *u;
+
+	new->uid = uid;
+	list_for_each_entry(u, &pinmem_users, node) {
+		if (uid_gt(u->uid, uid))
+			break;
+	}
+	list_add_tail(&new->node, &u->node);
+}
+
+/* Find @uid's entry or insert @*spare for it; the spare is consumed if used. */
+static struct pinmem_user *pinmem_user_lookup(kuid_t uid,
+					      struct pinmem_user **spare)
+{
+	struct pinmem_user *u = pinmem_user_find(uid);
+
+	if (!u) {
+		u = *spare;
+		*spare = NULL;
+		pinmem_user_insert(u, uid);
+	}
+	return u;
+}
+
+/* Caller holds pinmem_budget_lock; returns the entry to free, if any. */
+static struct pinmem_user *pinmem_user_unlink_unused(struct pinmem_user *u)
+{
+	if (u->refs || u->overridden)
+		return NULL;
+	list_del(&u->node);
+	return u;
+}
+
+/**
+ * pinmem_user_get() - find or create the budget entry of @uid, take a ref
+ * @uid: the user
+ *
+ * Return: the entry, or NULL when out of memory.
+ */
+struct pinmem_user *pinmem_user_get(kuid_t uid)
+{
+	struct pinmem_user *spare, *u;
+
+	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+	if (!spare)
+		return NULL;
+	spin_lock(&pinmem_budget_lock);
+	u = pinmem_user_lookup(uid, &spare);
+	u->refs++;
+	spin_unlock(&pinmem_budget_lock);
+	kfree(spare);
+	return u;
+}
+
+/**
+ * pinmem_user_put() - drop a ref from pinmem_user_get()
+ * @u: the entry; freed when unused and without override
+ */
+void pinmem_user_put(struct pinmem_user *u)
+{
+	struct pinmem_user *unused;
+
+	spin_lock(&pinmem_budget_lock);
+	u->refs--;
+	unused = pinmem_user_unlink_unused(u);
+	spin_unlock(&pinmem_budget_lock);
+	kfree(unused);
+}
+
+/* Caller holds pinmem_budget_lock. */
+static u64 pinmem_user_limit(const struct pinmem_user *u)
+{
+	return u->overridden ? u->limit : pinmem_default_user_limit.bytes;
+}
+
+static bool pinmem_fits(u64 pinned, u64 limit, u64 bytes)
+{
+	if (limit == PINMEM_UNLIMITED)
+		return true;
+	return pinned <= limit && bytes <= limit - pinned;
+}
+
+static void pinmem_acct_charge(struct pinmem_acct *a, u64 bytes)
+{
+	a->pinned_bytes += bytes;
+	if (a->pinned_bytes > a->peak_bytes)
+		a->peak_bytes = a->pinned_bytes;
+}
+
+/* Apply @fn to the global, the user's and the file's counters. */
+#define pinmem_acct_all(f, fn, ...)				\
+	do {							\
+		fn(&pinmem_global, ##__VA_ARGS__);		\
+		fn(&(f)->user->acct, ##__VA_ARGS__);		\
+		fn(&(f)->acct, ##__VA_ARGS__);			\
+	} while (0)
+
+static void pinmem_acct_refuse(struct pinmem_acct *a, int err)
+{
+	switch (err) {
+	case -PINMEM_ERR_RLIMIT:
+		a->refused_rlimit++;
+		break;
+	case -PINMEM_ERR_GLOBAL:
+		a->refused_global++;
+		break;
+	case -PINMEM_ERR_USER:
+		a->refused_user++;
+		break;
+	default:
+		a->refused_fault++;
+		break;
+	}
+}
+
+/* Charge @npages to @mm->pinned_vm; refuse over RLIMIT_MEMLOCK. */
+static int pinmem_rlimit_charge(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long lock_limit;
+	s64 new_pinned;
+
+	new_pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (!READ_ONCE(pinmem_enforce_rlimit))
+		return 0;
+	lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	if (new_pinned > lock_limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -PINMEM_ERR_RLIMIT;
+	}
+	return 0;
+}
+
+/**
+ * pinmem_budget_charge() - charge a PIN of @bytes to all three budgets
+ * @f: the file pinning; the caller runs on @f->mm
+ * @bytes: page multiple
+ *
+ * Either every budget is charged or none is, and the refusing budget's
+ * refused_* counter is bumped in the global, user and file counters.
+ *
+ * Return: 0, -PINMEM_ERR_RLIMIT, -PINMEM_ERR_GLOBAL or -PINMEM_ERR_USER.
+ */
+int pinmem_budget_charge(struct pinmem_file *f, u64 bytes)
+{
+	unsigned long npages = bytes >> PAGE_SHIFT;
+	int ret;
+
+	ret = pinmem_rlimit_charge(f->mm, npages);
+
+	spin_lock(&pinmem_budget_lock);
+	if (!ret && !pinmem_fits(pinmem_global.pinned_bytes,
+				 pinmem_global_limit.bytes, bytes))
+		ret = -PINMEM_ERR_GLOBAL;
+	if (!ret && !pinmem_fits(f->user->acct.pinned_bytes,
+				 pinmem_user_limit(f->user), bytes))
+		ret = -PINMEM_ERR_USER;
+	if (ret)
+		pinmem_acct_all(f, pinmem_acct_refuse, ret);
+	else
+		pinmem_acct_all(f, pinmem_acct_charge, bytes);
+	spin_unlock(&pinmem_budget_lock);
+
+	if (ret && ret != -PINMEM_ERR_RLIMIT)
+		atomic64_sub(npages, &f->mm->pinned_vm);
+	return ret;
+}
+
+static void pinmem_acct_commit(struct pinmem_acct *a)
+{
+	a->regions++;
+	a->pins++;
+}
+
+/**
+ * pinmem_budget_commit() - count a PIN charged earlier as a held region
+ * @f: the file
+ */
+void pinmem_budget_commit(struct pinmem_file *f)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_acct_all(f, pinmem_acct_commit);
+	spin_unlock(&pinmem_budget_lock);
+}
+
+static void pinmem_acct_uncharge(struct pinmem_acct *a, u64 bytes)
+{
+	WARN_ON_ONCE(a->pinned_bytes < bytes);
+	a->pinned_bytes -= bytes;
+}
+
+static void pinmem_uncharge(struct pinmem_file *f, u64 bytes)
+{
+	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
+}
+
+/**
+ * pinmem_budget_abort() - undo a charge whose pin failed, count the fault
+ * @f: the file
+ * @bytes: as charged
+ */
+void pinmem_budget_abort(struct pinmem_file *f, u64 bytes)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_uncharge(f, bytes);
+	pinmem_acct_all(f, pinmem_acct_refuse, -EFAULT);
+	spin_unlock(&pinmem_budget_lock);
+	atomic64_sub(bytes >> PAGE_SHIFT, &f->mm->pinned_vm);
+}
+
+static void pinmem_acct_release(struct pinmem_acct *a)
+{
+	a->regions--;
+	a->unpins++;
+}
+
+/**
+ * pinmem_budget_release() - un-charge a released region
+ * @f: the file that held it; its owner mm is un-charged even after exit
+ * @bytes: as charged
+ */
+void pinmem_budget_release(struct pinmem_file *f, u64 bytes)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_uncharge(f, bytes);
+	pinmem_acct_all(f, pinmem_acct_release);
+	spin_unlock(&pinmem_budget_lock);
+	atomic64_sub(bytes >> PAGE_SHIFT, &f->mm->pinned_vm);
+}
+
+/**
+ * pinmem_budget_count_fault() - count a PIN refused for its mapping
+ * @f: the file
+ */
+void pinmem_budget_count_fault(struct pinmem_file *f)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_acct_all(f, pinmem_acct_refuse, -EFAULT);
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_rlimit() - the RLIMIT_MEMLOCK in force for the caller
+ *
+ * Return: bytes, PINMEM_UNLIMITED when not enforced for the caller.
+ */
+u64 pinmem_budget_rlimit(void)
+{
+	unsigned long lim = rlimit(RLIMIT_MEMLOCK);
+
+	if (!READ_ONCE(pinmem_enforce_rlimit) || lim == RLIM_INFINITY ||
+	    ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+		return PINMEM_UNLIMITED;
+	return lim;
+}
+
+/**
+ * pinmem_budget_global() - copy the global budget
+ * @v: filled in
+ */
+void pinmem_budget_global(struct pinmem_global_view *v)
+{
+	spin_lock(&pinmem_budget_lock);
+	v->limit = pinmem_global_limit.bytes;
+	v->default_user_limit = pinmem_default_user_limit.bytes;
+	v->enforce_rlimit = pinmem_enforce_rlimit;
+	v->acct = pinmem_global;
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/* Caller holds pinmem_budget_lock; @u may be NULL (a user never seen). */
+static void pinmem_user_view(const struct pinmem_user *u, kuid_t uid,
+			     struct pinmem_user_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->uid = uid;
+	v->limit = pinmem_default_user_limit.bytes;
+	if (!u)
+		return;
+	v->limit = pinmem_user_limit(u);
+	v->overridden = u->overridden;
+	v->acct = u->acct;
+}
+
+/**
+ * pinmem_budget_user() - copy the budget of @uid
+ * @uid: the user; one without an entry has zero use and the default limit
+ * @v: filled in
+ */
+void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_user_view(pinmem_user_find(uid), uid, v);
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_file() - copy the counters of @f
+ * @f: the file
+ * @acct: filled in
+ */
+void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct)
+{
+	spin_lock(&pinmem_budget_lock);
+	*acct = f->acct;
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_for_each_user() - call @fn on every known user, by uid
+ * @fn: called with the budget lock held; must not sleep
+ * @arg: passed to @fn
+ */
+void pinmem_budget_for_each_user(void (*fn)(const struct pinmem_user_view *v,
+					    void *arg), void *arg)
+{
+	struct pinmem_user_view v;
+	struct pinmem_user *u;
+
+	spin_lock(&pinmem_budget_lock);
+	list_for_each_entry(u, &pinmem_users, node) {
+		pinmem_user_view(u, u->uid, &v);
+		fn(&v, arg);
+	}
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_get_limits() - PINMEM_IOC_GET_LIMITS
+ * @l: @l->uid in, the limits out
+ *
+ * Return: 0, or -EINVAL when @l->uid has no mapping in the caller's user
+ * namespace.
+ */
+int pinmem_budget_get_limits(struct pinmem_limits *l)
+{
+	kuid_t uid = make_kuid(current_user_ns(), l->uid);
+	struct pinmem_user_view v;
+
+	if (!uid_valid(uid))
+		return -EINVAL;
+	spin_lock(&pinmem_budget_lock);
+	l->global_limit = pinmem_global_limit.bytes;
+	l->default_user_limit = pinmem_default_user_limit.bytes;
+	l->enforce_rlimit = pinmem_enforce_rlimit;
+	pinmem_user_view(pinmem_user_find(uid), uid, &v);
+	spin_unlock(&pinmem_budget_lock);
+	l->user_limit = v.limit;
+	l->user_flags = v.overridden ? PINMEM_USER_OVERRIDDEN : 0;
+	return 0;
+}
+
+/**
+ * pinmem_budget_set_limits() - PINMEM_IOC_SET_LIMITS
+ * @l: the limits chosen by @l->flags; the caller checked CAP_SYS_ADMIN
+ *
+ * Every field is validated before anything changes, and all changes are
+ * made under one hold of the lock, so no reader or PIN sees half of them.
+ * Limits lowered below current use refuse new pins and leave regions alone.
+ *
+ * Return: 0; -EINVAL for no or unknown flags, SET_USER together with
+ * CLEAR_USER, a uid without mapping, enforce_rlimit other than 0 or 1;
+ * -ENOMEM.
+ */
+int pinmem_budget_set_limits(const struct pinmem_limits *l)
+{
+	struct pinmem_user *spare = NULL, *unused = NULL, *u;
+	u32 uflags = PINMEM_LIMIT_SET_USER | PINMEM_LIMIT_CLEAR_USER;
+	kuid_t uid = INVALID_UID;
+
+	if (!l->flags || (l->flags & ~PINMEM_LIMIT_ALL_FLAGS))
+		return -EINVAL;
+	if ((l->flags & uflags) == uflags)
+		return -EINVAL;
+	if (l->flags & uflags) {
+		uid = make_kuid(current_user_ns(), l->uid);
+		if (!uid_valid(uid))
+			return -EINVAL;
+	}
+	if ((l->flags & PINMEM_LIMIT_SET_RLIMIT) && l->enforce_rlimit > 1)
+		return -EINVAL;
+	if (l->flags & PINMEM_LIMIT_SET_USER) {
+		spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+		if (!spare)
+			return -ENOMEM;
+	}
+
+	spin_lock(&pinmem_budget_lock);
+	if (l->flags & PINMEM_LIMIT_SET_GLOBAL) {
+		pinmem_global_limit.bytes = pinmem_round_limit(l->global_limit);
+		pinmem_global_limit.set = true;
+	}
+	if (l->flags & PINMEM_LIMIT_SET_DEFAULT_USER) {
+		pinmem_default_user_limit.bytes =
+			pinmem_round_limit(l->default_user_limit);
+		pinmem_default_user_limit.set = true;
+	}
+	if (l->flags & PINMEM_LIMIT_SET_USER) {
+		u = pinmem_user_lookup(uid, &spare);
+		u->limit = pinmem_round_limit(l->user_limit);
+		u->overridden = true;
+	}
+	if (l->flags & PINMEM_LIMIT_CLEAR_USER) {
+		u = pinmem_user_find(uid);
+		if (u) {
+			u->overridden = false;
+			unused = pinmem_user_unlink_unused(u);
+		}
+	}
+	if (l->flags & PINMEM_LIMIT_SET_RLIMIT)
+		WRITE_ONCE(pinmem_enforce_rlimit, !!l->enforce_rlimit);
+	spin_unlock(&pinmem_budget_lock);
+
+	kfree(spare);
+	kfree(unused);
+	return 0;
+}

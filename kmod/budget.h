@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * pinmem budgets: the global limit, per-user limits and RLIMIT_MEMLOCK.
+ */
+#ifndef _PINMEM_BUDGET_H
+#define _PINMEM_BUDGET_H
+
+#include <linux/types.h>
+#include <linux/uidgid.h>
+
+#include "pinmem.h"
+
+struct seq_file;
+
+/**
+ * struct pinmem_user_view - a consistent copy of one user's budget
+ * @uid: the user
+ * @limit: the limit in force for @uid
+ * @overridden: @limit is a per-uid override, not the default
+ * @acct: counters
+ */
+struct pinmem_user_view {
+	kuid_t uid;
+	u64 limit;
+	bool overridden;
+	struct pinmem_acct acct;
+};
+
+/**
+ * struct pinmem_global_view - a consistent copy of the global budget
+ * @limit: global limit in bytes
+ * @default_user_limit: limit of users without an override
+ * @enforce_rlimit: RLIMIT_MEMLOCK is checked
+ * @acct: counters
+ */
+struct pinmem_global_view {
+	u64 limit;
+	u64 default_user_limit;
+	bool enforce_rlimit;
+	struct pinmem_acct acct;
+};
+
+void pinmem_budget_init(void);
+void pinmem_budget_exit(void);
+
+struct pinmem_user *pinmem_user_get(kuid_t uid);
+void pinmem_user_put(struct pinmem_user *u);
+
+int pinmem_budget_charge(struct pinmem_file *f, u64 bytes);
+void pinmem_budget_commit(struct pinmem_file *f);
+void pinmem_budget_abort(struct pinmem_file *f, u64 bytes);
+void pinmem_budget_release(struct pinmem_file *f, u64 bytes);
+void pinmem_budget_count_fault(struct pinmem_file *f);
+
+u64 pinmem_budget_rlimit(void);
+void pinmem_budget_global(struct pinmem_global_view *v);
+void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v);
+void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct);
+void pinmem_budget_for_each_user(void (*fn)(const struct pinmem_user_view *v,
+					    void *arg), void *arg);
+
+int pinmem_budget_get_limits(struct pinmem_limits *l);
+int pinmem_budget_set_limits(const struct pinmem_limits *l);
+
+#endif /* _PINMEM_BUDGET_H */

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * pinmem internal shared state: the per-open-file object and the counters
+ * every budget keeps.  Which lock guards which field is written next to it.
+ */
+#ifndef _PINMEM_H
+#define _PINMEM_H
+
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/sched.h>
+#include <linux/types.h>
+#include <linux/uidgid.h>
+#include <linux/xarray.h>
+
+#include <uapi/pinmem.h>
+
+#include "pinmem_compat.h"
+
+struct mm_struct;
+struct pid;
+struct pinmem_user;
+
+/**
+ * struct pinmem_acct - use and history of one budget (global, user or file)
+ * @pinned_bytes: bytes charged now
+ * @peak_bytes: highest @pinned_bytes seen
+ * @regions: regions held now
+ * @pins: successful PINs
+ * @unpins: regions released
+ * @refused_global: PINs refused by the global budget
+ * @refused_user: PINs refused by the per-user budget
+ * @refused_rlimit: PINs refused by RLIMIT_MEMLOCK
+ * @refused_fault: PINs that failed on the mapping or while pinning
+ *
+ * Every instance is guarded by the budget lock (kmod/budget.c).
+ */
+struct pinmem_acct {
+	u64 pinned_bytes;
+	u64 peak_bytes;
+	u64 regions;
+	u64 pins;
+	u64 unpins;
+	u64 refused_global;
+	u64 refused_user;
+	u64 refused_rlimit;
+	u64 refused_fault;
+};
+
+/**
+ * struct pinmem_file - state of one open /dev/pinmem
+ * @lock: serialises changes and walks of @regions against each other
+ * @regions: struct pinmem_region by handle, handles from 1
+ * @next_handle: cursor for cyclic handle allocation, so a stale handle does
+ *	not name a new region right away; guarded by @lock
+ * @mm: the opener's mm (mmgrab): pins are charged to its pinned_vm and only
+ *	a task running on it may PIN
+ * @tgid: the opener's thread group, for the stats file
+ * @comm: the opener's name at open time
+ * @uid: the opener's uid, the user every PIN through this file is charged to
+ * @user: the per-user budget entry of @uid (a reference held while open)
+ * @acct: this file's counters; budget lock
+ * @node: entry in the list of open files; pinmem_files_lock
+ */
+struct pinmem_file {
+	struct mutex lock;
+	struct xarray regions;
+	u32 next_handle;
+	struct mm_struct *mm;
+	struct pid *tgid;
+	char comm[TASK_COMM_LEN];
+	kuid_t uid;
+	struct pinmem_user *user;
+	struct pinmem_acct acct;
+	struct list_head node;
+};
+
+/* kmod/file.c: per-open-file operations, called with validated arguments */
+struct pinmem_file *pinmem_file_open(void);
+void pinmem_file_release(struct pinmem_file *f);
+int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
+		    struct pinmem_pin __user *upin);
+int pinmem_file_unpin(struct pinmem_file *f, u64 handle);
+int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg);
+void pinmem_files_for_each(void (*fn)(struct pinmem_file *f, void *arg),
+			   void *arg);
+
+/* kmod/stats.c */
+int pinmem_stats_init(void);
+void pinmem_stats_exit(void);
+void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st);
+
+#endif /* _PINMEM_H */

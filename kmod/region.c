@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pinmem regions: check a user range, pin it long-term, unpin it.
+ *
+ * Bookkeeping is a list of page-sized blocks of runs {first page, count} of
+ * physically contiguous pages, merged across pinning chunks: a region of
+ * huge pages needs a few runs per GiB, and even a region of scattered 4 KiB
+ * pages never needs one allocation larger than a page.
+ */
+#include <linux/fs.h>
+#include <linux/hugetlb_inline.h>
+#include <linux/magic.h>
+#include <linux/mm.h>
+#include <linux/mmap_lock.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "pinmem.h"
+#include "region.h"
+
+/**
+ * struct pinmem_run - physically contiguous pinned pages
+ * @first: the first page
+ * @npages: pages in the run
+ */
+struct pinmem_run {
+	struct page *first;
+	unsigned long npages;
+};
+
+/**
+ * struct pinmem_run_block - a page-sized block of runs
+ * @node: entry in pinmem_region.blocks
+ * @nr: runs used
+ * @runs: the runs
+ */
+struct pinmem_run_block {
+	struct list_head node;
+	unsigned long nr;
+	struct pinmem_run runs[];
+};
+
+#define PINMEM_RUNS_PER_BLOCK						\
+	((PAGE_SIZE - sizeof(struct pinmem_run_block)) /		\
+	 sizeof(struct pinmem_run))
+
+/* Pages pinned per pin_user_pages_fast() call: one page of page pointers. */
+#define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
+
+/*
+ * Only memory that may be pinned long-term on every supported kernel:
+ * anonymous, shmem (shared anonymous, tmpfs, memfd, SysV shm) and hugetlb.
+ * Ordinary file pages need writeback, so 6.5+ refuses to pin them with
+ * FOLL_LONGTERM while 6.1 would pin them; refusing here gives one answer.
+ */
+static int pinmem_vma_check(struct vm_area_struct *vma)
+{
+	if (vma->vm_flags & (VM_IO | VM_PFNMAP))
+		return -EOPNOTSUPP;
+	if (vma->vm_file && !vma_is_anonymous(vma) &&
+	    !is_vm_hugetlb_page(vma) &&
+	    file_inode(vma->vm_file)->i_sb->s_magic != TMPFS_MAGIC)
+		return -EOPNOTSUPP;
+	if (!(vma->vm_flags & VM_WRITE))
+		return -EACCES;
+	return 0;
+}
+
+/**
+ * pinmem_region_check() - check that [addr, addr + len) may be pinned
+ * @mm: the caller's mm
+ * @addr: page-aligned user address
+ * @len: non-zero page multiple; the range does not wrap
+ *
+ * Return: 0; -EFAULT for a hole; -EACCES for a mapping without write
+ * permission; -EOPNOTSUPP for I/O, PFN or file-backed mappings other than
+ * shmem and hugetlb; -EINTR on a fatal signal.
+ */
+int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
+			unsigned long len)
+{
+	unsigned long end = addr + len;
+	struct vm_area_struct *vma;
+	int ret = 0;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start > addr) {
+			ret = -EFAULT;
+			break;
+		}
+		ret = pinmem_vma_check(vma);
+		if (ret)
+			break;
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+/**
+ * pinmem_region_alloc() - a region to pin, with nothing pinned yet
+ * @addr: page-aligned user address
+ * @npages: base pages
+ *
+ * Return: the region or NULL.
+ */
+struct pinmem_region *pinmem_region_alloc(unsigned long addr,
+					  unsigned long npages)
+{
+	struct pinmem_region *r = kzalloc(sizeof(*r), GFP_KERNEL);
+
+	if (!r)
+		return NULL;
+	r->addr = addr;
+	r->npages = npages;
+	INIT_LIST_HEAD(&r->blocks);
+	return r;
+}
+
+static bool pinmem_page_is_huge(struct page *page)
+{
+#ifdef PINMEM_HAVE_PAGE_FOLIO
+	return folio_size(page_folio(page)) >= PMD_SIZE;
+#else
+	return (PAGE_SIZE << compound_order(compound_head(page))) >= PMD_SIZE;
+#endif
+}
+
+/* Extend the last run by @page, or start a new run; -ENOMEM. */
+static int pinmem_region_record(struct pinmem_region *r, struct page *page)
+{
+	struct pinmem_run_block *b = NULL;
+	struct pinmem_run *run;
+
+	if (!list_empty(&r->blocks)) {
+		b = list_last_entry(&r->blocks, struct pinmem_run_block, node);
+		run = &b->runs[b->nr - 1];
+		if (page_to_pfn(page) == page_to_pfn(run->first) + run->npages) {
+			run->npages++;
+			return 0;
+		}
+	}
+	if (!b || b->nr == PINMEM_RUNS_PER_BLOCK) {
+		b = kmalloc(PAGE_SIZE, GFP_KERNEL);
+		if (!b)
+			return -ENOMEM;
+		b->nr = 0;
+		list_add_tail(&b->node, &r->blocks);
+	}
+	run = &b->runs[b->nr++];
+	run->first = page;
+	run->npages = 1;
+	r->segments++;
+	return 0;
+}
+
+/* Record @n freshly pinned pages; on failure unpin those not recorded. */
+static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
+			     unsigned long n)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++) {
+		if (pinmem_region_record(r, pages[i])) {
+			unpin_user_pages(pages + i, n - i);
+			return -ENOMEM;
+		}
+		r->pinned++;
+		if (pinmem_page_is_huge(pages[i]))
+			r->huge_bytes += PAGE_SIZE;
+	}
+	return 0;
+}
+
+/**
+ * pinmem_region_pin() - pin all pages of @r for writing, long-term
+ * @r: from pinmem_region_alloc(); the caller runs on the owning mm
+ *
+ * Pins in chunks, rescheduling between them and stopping on a fatal signal;
+ * a short pin continues where it stopped.  On failure what was pinned stays
+ * recorded in @r for the caller to release with pinmem_region_free().
+ *
+ * Return: 0; -EINTR on a fatal signal; -ENOMEM; an error of
+ * pin_user_pages_fast() (-EFAULT, -EHWPOISON, ...).
+ */
+int pinmem_region_pin(struct pinmem_region *r)
+{
+	struct page **pages;
+	unsigned long addr;
+	long got;
+	int ret = 0;
+
+	pages = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!pages)
+		return -ENOMEM;
+
+	while (r->pinned < r->npages) {
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		addr = r->addr + (r->pinned << PAGE_SHIFT);
+		got = pin_user_pages_fast(addr,
+					  min_t(unsigned long, PINMEM_CHUNK,
+						r->npages - r->pinned),
+					  FOLL_WRITE | FOLL_LONGTERM, pages);
+		if (got <= 0) {
+			ret = got ? got : -EFAULT;
+			break;
+		}
+		ret = pinmem_region_add(r, pages, got);
+		if (ret)
+			break;
+		cond_resched();
+	}
+	kfree(pages);
+	if (ret == -ERESTARTSYS)
+		ret = -EINTR;
+	return ret;
+}
+
+/**
+ * pinmem_region_free() - unpin every recorded page of @r and free it
+ * @r: the region
+ * @dirty: mark the pages dirty (a released region: the device or the
+ *	process may have written them); false when rolling back a failed PIN
+ */
+void pinmem_region_free(struct pinmem_region *r, bool dirty)
+{
+	struct pinmem_run_block *b, *tmp;
+	unsigned long i;
+
+	list_for_each_entry_safe(b, tmp, &r->blocks, node) {
+		for (i = 0; i < b->nr; i++)
+			unpin_user_page_range_dirty_lock(b->runs[i].first,
+							 b->runs[i].npages,
+							 dirty);
+		list_del(&b->node);
+		kfree(b);
+		cond_resched();
+	}
+	kfree(r);
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * pinmem regions: one PIN, its pinned pages kept as runs of contiguous pages.
+ */
+#ifndef _PINMEM_REGION_H
+#define _PINMEM_REGION_H
+
+#include <linux/list.h>
+#include <linux/types.h>
+
+struct mm_struct;
+
+/**
+ * struct pinmem_region - pages pinned by one PIN
+ * @addr: user address in the owner's address space
+ * @npages: base pages in the region
+ * @pinned: base pages pinned and recorded in @blocks so far
+ * @segments: runs of physically contiguous pages
+ * @huge_bytes: bytes backed by PMD-sized or larger folios
+ * @handle: the region's handle in its file
+ * @blocks: page-sized blocks of runs, in address order
+ */
+struct pinmem_region {
+	unsigned long addr;
+	unsigned long npages;
+	unsigned long pinned;
+	u64 segments;
+	u64 huge_bytes;
+	u32 handle;
+	struct list_head blocks;
+};
+
+int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
+			unsigned long len);
+struct pinmem_region *pinmem_region_alloc(unsigned long addr,
+					  unsigned long npages);
+int pinmem_region_pin(struct pinmem_region *r);
+void pinmem_region_free(struct pinmem_region *r, bool dirty);
+
+#endif /* _PINMEM_REGION_H */
