@@ -32,8 +32,8 @@ INSTALL ?= install
 PM_SOVERSION := 0
 
 # What the other parts build (see mk/10-lib.mk, mk/20-pinctl.mk, mk/21-pinstream.mk).
-PM_INST_LIBSO := $(O)/libpinmem.so.$(VERSION)
-PM_INST_LIBA := $(O)/libpinmem.a
+PM_INST_LIBSO := $(LIBPINMEM_SO)
+PM_INST_LIBA := $(LIBPINMEM_A)
 PM_INST_BINS := $(O)/pinctl $(O)/pinstream
 PM_INST_HEADERS := $(wildcard include/pinmem.h include/pinmem_stream.h)
 PM_INST_MANS := $(wildcard man/*.[1-8])
@@ -51,18 +51,17 @@ PM_INSTALLED := \
 
 # The module source DKMS needs: the Kbuild entry, kmod/ (with conftest.sh,
 # but not the compat header it generates), the uapi header, VERSION.
-PM_DKMS_SRCS := Kbuild VERSION include/uapi/pinmem.h \
-	$(filter-out kmod/pinmem_compat.h,$(wildcard kmod/*.c kmod/*.h kmod/*.sh kmod/Kbuild kmod/Makefile))
+PM_DKMS_SRCS := $(filter-out kmod/pinmem_compat.h,$(KMOD_SOURCES))
 
 .PHONY: install uninstall dkms-install-src dkms-uninstall-src \
 	version-check install-check dkms-check readme-check
 
-# pinmem.pc for the installed paths, whatever PREFIX the build used.
-$(O)/install/pinmem.pc: pinmem.pc.in VERSION FORCE
+# mk/10-lib.mk's pinmem.pc moved to the paths of this install (PREFIX,
+# LIBDIR, INCLUDEDIR given to `make install` rather than to the build).
+$(O)/install/pinmem.pc: $(O)/pinmem.pc FORCE
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-		$< > $@.tmp && mv $@.tmp $@
+	sed -e 's|^prefix=.*|prefix=$(PREFIX)|' -e 's|^libdir=.*|libdir=$(LIBDIR)|' \
+		-e 's|^includedir=.*|includedir=$(INCLUDEDIR)|' $< > $@.tmp && mv $@.tmp $@
 
 install: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS) $(O)/install/pinmem.pc
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) \

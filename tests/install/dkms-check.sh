@@ -109,7 +109,13 @@ for kv in $kernels; do
 	fi
 	modprobe -d "${root:-/}" -S "$kv" --show-depends "$name" | grep -q "$name.ko" ||
 		fail "modprobe -S $kv cannot find $name after dkms install"
-	parms=$(modinfo -F parmtype "$ko" | cut -d: -f1)
+	# Parameter names from the kernel_param structs (__param_NAME), which
+	# module_param_cb() makes too; modinfo's parm also lists a
+	# MODULE_PARM_DESC() without a parameter, and parmtype misses _cb ones.
+	case $ko in
+	*.xz) xz -dc "$ko" ;; *.zst) zstd -dc "$ko" ;; *.gz) gzip -dc "$ko" ;; *) cat "$ko" ;;
+	esac > "$tmp/pinmem.ko"
+	parms=$(nm "$tmp/pinmem.ko" | sed -n 's/.* __param_\([a-z0-9_]*\)$/\1/p' | grep -v '^str_')
 	echo "dkms-check: $kv: $ko version $v, signer '$(modinfo -F signer "$ko")'"
 done
 
