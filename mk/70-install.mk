@@ -108,10 +108,13 @@ dkms-install-src: $(PM_DKMS_SRCS) dkms.conf
 dkms-uninstall-src:
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)
 
-# One version everywhere: VERSION -> module, library, tools, dkms.conf, pinmem.pc.
+# One version everywhere: VERSION -> module, library, tools, dkms.conf,
+# pinmem.pc.  The modules `make kmod` built are checked when present
+# (kmod-all runs earlier in `make check`); dkms-check checks its own.
 version-check: $(PM_INST_LIBSO) $(PM_INST_BINS) $(O)/install/pinmem.pc
 	VERSION=$(VERSION) SOVERSION=$(PM_SOVERSION) LIBSO=$(PM_INST_LIBSO) \
-		PC=$(O)/install/pinmem.pc BINS="$(PM_INST_BINS)" scripts/version-check
+		PC=$(O)/install/pinmem.pc BINS="$(PM_INST_BINS)" \
+		KOS="$(wildcard $(O)/kmod/*/pinmem.ko)" scripts/version-check
 
 install-check: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS)
 	+O=$(O) VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/install-check.sh

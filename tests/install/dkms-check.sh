@@ -20,6 +20,8 @@ VERSION=${VERSION:-$(cat VERSION)}
 MAKE=${MAKE:-make}
 name=pinmem
 fail() { echo "dkms-check: FAIL: $*" >&2; exit 1; }
+# grep -q would exit at the first match and fail the pipeline (pipefail).
+has() { grep "$@" > /dev/null; }
 
 if [ "$(id -u)" != 0 ]; then
 	echo "dkms-check: must run as root (dkms install refuses otherwise)." >&2
@@ -42,7 +44,7 @@ if [ "${DKMS_SYSTEM:-0}" = 1 ]; then
 	srcdir=/usr/src/$name-$VERSION
 	installtree=/lib/modules
 	topt=()
-	dkms status -m "$name" 2>/dev/null | grep -q . &&
+	dkms status -m "$name" 2>/dev/null | has . &&
 		fail "$name is already registered with DKMS on this machine; not touching it"
 	[ -e "$srcdir" ] && fail "$srcdir exists; not touching it"
 	# dkms creates a signing key on first use; drop it if it was ours.
@@ -107,7 +109,7 @@ for kv in $kernels; do
 			"$installtree/$kv/" 2>/dev/null || true
 		depmod -b "$root" "$kv"
 	fi
-	modprobe -d "${root:-/}" -S "$kv" --show-depends "$name" | grep -q "$name.ko" ||
+	modprobe -d "${root:-/}" -S "$kv" --show-depends "$name" | has "$name.ko" ||
 		fail "modprobe -S $kv cannot find $name after dkms install"
 	# Parameter names from the kernel_param structs (__param_NAME), which
 	# module_param_cb() makes too; modinfo's parm also lists a
@@ -124,7 +126,7 @@ opts=$(sed -n 's/^#[[:space:]]*options[[:space:]]\+pinmem[[:space:]]\+//p' \
 	packaging/modprobe.d/pinmem.conf | tr ' ' '\n' | cut -d= -f1 | sort -u)
 [ -n "$opts" ] || fail "packaging/modprobe.d/pinmem.conf shows no 'options pinmem' example"
 for o in $opts; do
-	printf '%s\n' $parms | grep -qx "$o" ||
+	printf '%s\n' $parms | has -x "$o" ||
 		fail "modprobe.d/pinmem.conf names '$o', not a parameter of $name.ko ($(echo $parms))"
 done
 

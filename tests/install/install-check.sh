@@ -16,9 +16,11 @@ CC=${CC:-cc}
 tmp=$(mktemp -d /tmp/pinmem-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "install-check: FAIL: $*" >&2; exit 1; }
+# grep -q would exit at the first match and fail the pipeline (pipefail).
+has() { grep "$@" > /dev/null; }
 
 mans=$(cd man 2>/dev/null && ls -- *.[1-8] 2>/dev/null || true)
-echo "$mans" | grep -qx pinctl.8 || fail "man/pinctl.8 is missing"
+echo "$mans" | has -x pinctl.8 || fail "man/pinctl.8 is missing"
 
 # path mode [symlink target]; under PREFIX, or absolute under DESTDIR.
 expected() {
@@ -70,8 +72,10 @@ check_prefix() {
 	local pc="env PKG_CONFIG_PATH=$d$prefix/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$d pkg-config"
 	v=$($pc --modversion pinmem) || fail "pkg-config does not find pinmem.pc"
 	[ "$v" = "$VERSION" ] || fail "pkg-config --modversion pinmem: $v, want $VERSION"
-	v=$($pc --variable=prefix pinmem)
-	[ "$v" = "$prefix" ] || fail "pinmem.pc prefix=$v, want $prefix"
+	for var in prefix:$prefix libdir:$prefix/lib includedir:$prefix/include; do
+		v=$(PKG_CONFIG_PATH=$d$prefix/lib/pkgconfig pkg-config --variable="${var%%:*}" pinmem)
+		[ "$v" = "${var#*:}" ] || fail "pinmem.pc ${var%%:*}=$v, want ${var#*:}"
+	done
 	cflags=$($pc --cflags pinmem)
 	libs=$($pc --libs pinmem)
 	slibs=$($pc --static --libs pinmem)
@@ -79,21 +83,21 @@ check_prefix() {
 
 	$CC -Wall -Wextra -Werror -o "$tmp/hello" tests/install/hello.c $cflags $libs ||
 		fail "hello.c does not build with pkg-config --cflags --libs pinmem"
-	readelf -d "$tmp/hello" | grep -q 'NEEDED.*\[libpinmem\.so\.0\]' ||
+	readelf -d "$tmp/hello" | has 'NEEDED.*\[libpinmem\.so\.0\]' ||
 		fail "hello is not linked against libpinmem.so.0"
-	LD_LIBRARY_PATH=$d$prefix/lib ldd "$tmp/hello" | grep -q "libpinmem.so.0 => $d$prefix/lib/" ||
+	LD_LIBRARY_PATH=$d$prefix/lib ldd "$tmp/hello" | has "libpinmem.so.0 => $d$prefix/lib/" ||
 		fail "hello does not load libpinmem from the DESTDIR"
 	out=$(LD_LIBRARY_PATH=$d$prefix/lib "$tmp/hello") || fail "hello (shared) failed: $out"
 	echo "install-check: $out"
-	echo "$out" | grep -Eq 'pin mode (module|mlock)$' || fail "hello printed '$out'"
+	echo "$out" | has -E 'pin mode (module|mlock)$' || fail "hello printed '$out'"
 
 	$CC -Wall -Wextra -Werror -static -o "$tmp/hello-static" tests/install/hello.c \
 		$cflags $slibs 2> "$tmp/static.log" ||
 		{ cat "$tmp/static.log" >&2; fail "hello.c does not link with pkg-config --static"; }
-	! readelf -d "$tmp/hello-static" 2>/dev/null | grep -q NEEDED ||
+	! readelf -d "$tmp/hello-static" 2>/dev/null | has NEEDED ||
 		fail "hello-static still needs shared libraries"
 	out=$("$tmp/hello-static") || fail "hello (static) failed: $out"
-	echo "$out" | grep -Eq 'pin mode (module|mlock)$' || fail "hello-static printed '$out'"
+	echo "$out" | has -E 'pin mode (module|mlock)$' || fail "hello-static printed '$out'"
 
 	echo '#include <pinmem/uapi/pinmem.h>' |
 		$CC -fsyntax-only -Wall -Werror $cflags -x c - ||
@@ -102,13 +106,13 @@ check_prefix() {
 	for t in pinctl pinstream; do
 		out=$(LD_LIBRARY_PATH=$d$prefix/lib "$d$prefix/bin/$t" --version 2>&1) ||
 			fail "$t --version exited non-zero: $out"
-		echo "$out" | grep -qw -- "$VERSION" || fail "$t --version: '$out', want $VERSION"
+		echo "$out" | has -w -- "$VERSION" || fail "$t --version: '$out', want $VERSION"
 	done
 
 	if command -v systemd-sysusers >/dev/null; then
 		mkdir -p "$tmp/sysroot/etc"
 		systemd-sysusers --dry-run --root="$tmp/sysroot" \
-			"$d$prefix/lib/sysusers.d/pinmem.conf" 2>&1 | grep -q "group 'pinmem'" ||
+			"$d$prefix/lib/sysusers.d/pinmem.conf" 2>&1 | has "group 'pinmem'" ||
 			fail "sysusers.d/pinmem.conf does not create the pinmem group"
 	fi
 	grep -q 'KERNEL=="pinmem".*GROUP="pinmem".*MODE="0660"' \
