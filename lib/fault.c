@@ -4,7 +4,8 @@
  * and mapping each page), not the pin itself, are the slow part of making
  * memory resident, and they scale with threads.  Each thread write-faults its
  * own slice with MADV_POPULATE_WRITE, which leaves the bytes as they are (so
- * it also serves caller-owned memory); kernels before 5.14 lack it and get a
+ * it also serves caller-owned memory, and refuses memory that is not
+ * writable instead of crashing); kernels before 5.14 lack it and get a
  * one-write-per-page loop that adds zero atomically.
  */
 #include <errno.h>
@@ -35,6 +36,9 @@ static int fault_range(uint8_t *p, size_t len, size_t step)
 		return 0;
 	if (errno != EINVAL)
 		return -errno;
+	/* A supported advice with length 0 succeeds: then EINVAL meant "not writable". */
+	if (!madvise(p, 0, MADV_POPULATE_WRITE))
+		return -EACCES;
 	for (off = 0; off < len; off += step)
 		__atomic_fetch_add(p + off, 0, __ATOMIC_RELAXED);
 	return 0;

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by the library's unit tests: a stand-in for /dev/pinmem and mlock
+ * behind struct pm_sys_ops (a character device cannot be faked, so the
+ * library routes those calls through an ops table), and probes of this
+ * process's mappings and locked memory to show that nothing leaked.
+ *
+ * The stand-in module keeps real budgets (global, per user, RLIMIT) with
+ * use and limits set by the test, refuses with the uapi's errnos, and
+ * answers STATS with the same numbers, so refusal sentences are built from
+ * the path the real module takes.
+ */
+#ifndef PM_TEST_H
+#define PM_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "ctx.h"
+
+#define FAKE_FD 1000
+#define FAKE_REGIONS 64
+
+struct fake_sys {
+	int open_err;			/* open() result when < 0 */
+	int opens, closes;
+	struct pinmem_version ver;
+	int version_err;
+	int pin_err;			/* forced PIN result when != 0 */
+	uint64_t global_used, global_limit;
+	uint64_t user_used, user_limit;
+	uint64_t rlimit_used, rlimit_limit;
+	uint64_t handles[FAKE_REGIONS], lengths[FAKE_REGIONS];
+	int regions, pins, unpins, unpin_unknown;
+	uint64_t next_handle;
+	int mlock_err;			/* forced mlock result when != 0 */
+	int mlocks, munlocks;
+	uint64_t memlock_limit, memlock_locked;
+	void (*on_call)(const char *what);	/* ordering probe, may be NULL */
+};
+
+/* The one stand-in of the test program. */
+static struct fake_sys fake __attribute__((unused));
+
+static inline void fake_reset(void)
+{
+	memset(&fake, 0, sizeof(fake));
+	fake.ver.abi_major = PINMEM_ABI_MAJOR;
+	fake.ver.abi_minor = PINMEM_ABI_MINOR;
+	fake.ver.page_size = 4096;
+	fake.global_limit = fake.user_limit = fake.rlimit_limit = PINMEM_UNLIMITED;
+	fake.memlock_limit = UINT64_MAX;
+	fake.next_handle = 1;
+}
+
+static inline int fake_open(const char *path, int flags)
+{
+	fake.opens++;
+	return fake.open_err ? fake.open_err : FAKE_FD;
+}
+
+static inline int fake_close(int fd)
+{
+	assert_int_equal(fd, FAKE_FD);
+	fake.closes++;
+	return 0;
+}
+
+static inline bool fake_over(uint64_t used, uint64_t limit, uint64_t len)
+{
+	return limit != PINMEM_UNLIMITED && used + len > limit;
+}
+
+static inline int fake_pin(struct pinmem_pin *p)
+{
+	if (p->flags || p->pad || !p->length || p->addr % 4096 || p->length % 4096)
+		return -EINVAL;
+	if (fake.pin_err)
+		return fake.pin_err;
+	if (fake_over(fake.global_used, fake.global_limit, p->length))
+		return -PINMEM_ERR_GLOBAL;
+	if (fake_over(fake.user_used, fake.user_limit, p->length))
+		return -PINMEM_ERR_USER;
+	if (fake_over(fake.rlimit_used, fake.rlimit_limit, p->length))
+		return -PINMEM_ERR_RLIMIT;
+	assert_true(fake.regions < FAKE_REGIONS);
+	fake.global_used += p->length;
+	fake.user_used += p->length;
+	fake.rlimit_used += p->length;
+	p->handle = fake.next_handle++;
+	p->pages = p->length / 4096;
+	p->segments = 3;
+	p->huge_bytes = 0;
+	fake.handles[fake.regions] = p->handle;
+	fake.lengths[fake.regions++] = p->length;
+	fake.pins++;
+	if (fake.on_call)
+		fake.on_call("pin");
+	return 0;
+}
+
+static inline int fake_unpin(struct pinmem_unpin *u)
+{
+	int i;
+
+	if (fake.on_call)
+		fake.on_call("unpin");
+	for (i = 0; i < fake.regions; i++)
+		if (fake.handles[i] == u->handle) {
+			fake.global_used -= fake.lengths[i];
+			fake.user_used -= fake.lengths[i];
+			fake.rlimit_used -= fake.lengths[i];
+			fake.handles[i] = fake.handles[--fake.regions];
+			fake.lengths[i] = fake.lengths[fake.regions];
+			fake.unpins++;
+			return 0;
+		}
+	fake.unpin_unknown++;
+	return -ENOENT;
+}
+
+static inline int fake_ioctl(int fd, unsigned long req, void *arg)
+{
+	struct pinmem_stats *st = arg;
+
+	assert_int_equal(fd, FAKE_FD);
+	switch (req) {
+	case PINMEM_IOC_GET_VERSION:
+		if (fake.version_err)
+			return fake.version_err;
+		memcpy(arg, &fake.ver, sizeof(fake.ver));
+		return 0;
+	case PINMEM_IOC_PIN:
+		return fake_pin(arg);
+	case PINMEM_IOC_UNPIN:
+		return fake_unpin(arg);
+	case PINMEM_IOC_STATS:
+		memset(st, 0, sizeof(*st));
+		st->global.pinned_bytes = fake.global_used;
+		st->global.limit_bytes = fake.global_limit;
+		st->user.pinned_bytes = fake.user_used;
+		st->user.limit_bytes = fake.user_limit;
+		st->file.limit_bytes = fake.rlimit_limit;
+		st->mm_pinned_bytes = fake.rlimit_used;
+		return 0;
+	}
+	return -ENOTTY;
+}
+
+static inline int fake_mlock(const void *addr, size_t len)
+{
+	fake.mlocks++;
+	if (fake.mlock_err)
+		return fake.mlock_err;
+	if (fake.on_call)
+		fake.on_call("mlock");
+	return 0;
+}
+
+static inline int fake_munlock(const void *addr, size_t len)
+{
+	fake.munlocks++;
+	if (fake.on_call)
+		fake.on_call("munlock");
+	return 0;
+}
+
+static inline int fake_memlock(uint64_t *limit, uint64_t *locked)
+{
+	*limit = fake.memlock_limit;
+	*locked = fake.memlock_locked;
+	return 0;
+}
+
+static const struct pm_sys_ops fake_ops __attribute__((unused)) = {
+	.open = fake_open,
+	.close = fake_close,
+	.ioctl = fake_ioctl,
+	.mlock = fake_mlock,
+	.munlock = fake_munlock,
+	.memlock = fake_memlock,
+};
+
+/* Lines of /proc/self/maps: unchanged across a failed call means no mapping leaked. */
+static inline int count_maps(void)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+/* VmLck of this process in bytes. */
+static inline uint64_t vm_locked(void)
+{
+	unsigned long long kib = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kib << 10;
+}
+
+/* A context on the stand-in module and the host backend. */
+static inline struct pm_ctx *fake_ctx(unsigned int flags, enum pm_backend_kind be)
+{
+	struct pm_open_opts o = { .flags = flags, .backend = be };
+	struct pm_ctx *ctx = NULL;
+
+	assert_int_equal(pm_open_sys(&ctx, &o, &fake_ops), 0);
+	return ctx;
+}
+
+#define MiB (1ULL << 20)
+#define GiB (1ULL << 30)
+
+#endif /* PM_TEST_H */

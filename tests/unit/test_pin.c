@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/pin.c: which pin mode a buffer gets.  Module decisions run against the
+ * stand-in module (pm_test.h); mlock runs for real, including a real
+ * RLIMIT_MEMLOCK refusal in a child that gave up CAP_IPC_LOCK.
+ */
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pinmem.h"
+#include "pm_test.h"
+
+static int setup(void **state)
+{
+	fake_reset();
+	return 0;
+}
+
+static struct pm_buf *alloc_ok(struct pm_ctx *ctx, size_t size, enum pm_pin_mode pin,
+			       unsigned int flags)
+{
+	struct pm_buf_opts o = { .pin = pin, .flags = flags };
+	struct pm_buf *b = NULL;
+
+	assert_int_equal(pm_buf_alloc(ctx, size, &o, &b), 0);
+	return b;
+}
+
+/* pm_buf_alloc fails with err, leaving no mapping, pin or lock behind. */
+static void alloc_fails(struct pm_ctx *ctx, size_t size, enum pm_pin_mode pin,
+			unsigned int flags, int err)
+{
+	struct pm_buf_opts o = { .pin = pin, .flags = flags };
+	struct pm_buf *b = (void *)1;
+	int maps = count_maps(), regions = fake.regions;
+
+	assert_int_equal(pm_buf_alloc(ctx, size, &o, &b), err);
+	assert_null(b);
+	assert_int_equal(count_maps(), maps);
+	assert_int_equal(fake.regions, regions);
+}
+
+static void module_pin(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST);
+	struct pm_buf *b = alloc_ok(ctx, 4 * MiB, PM_PIN_AUTO, 0);
+
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MODULE);
+	assert_int_equal(pm_buf_segments(b), 3);
+	assert_string_equal(pm_buf_note(b), "");
+	assert_int_equal(fake.regions, 1);
+	assert_int_equal(fake.lengths[0], 4 * MiB);
+	assert_int_equal(fake.mlocks, 0);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	assert_int_equal(fake.regions, 0);
+	assert_int_equal(fake.unpin_unknown, 0);
+	pm_close(ctx);
+}
+
+/* A budget refusal is an error with its sentence, never a step down to mlock. */
+static void budget_refusals_are_errors(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST);
+
+	fake.user_used = 61 * MiB / 2;
+	fake.user_limit = 32 * MiB;
+	alloc_fails(ctx, 8 * MiB, PM_PIN_AUTO, 0, -EDQUOT);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 8.0 MiB would exceed the per-user budget: 30.5 of 32.0 MiB in use");
+	fake.user_limit = PINMEM_UNLIMITED;
+	fake.global_limit = 4 * MiB;
+	alloc_fails(ctx, 8 * MiB, PM_PIN_MODULE, 0, -ENOSPC);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "global budget"));
+	fake.global_limit = PINMEM_UNLIMITED;
+	fake.rlimit_limit = 64 * 1024;
+	alloc_fails(ctx, 8 * MiB, PM_PIN_AUTO, 0, -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 8.0 MiB would exceed RLIMIT_MEMLOCK: 0 B of 64.0 KiB in use; raise it with ulimit -l");
+	assert_int_equal(fake.mlocks, 0);
+	assert_int_equal(fake.pins, 0);
+	pm_close(ctx);
+}
+
+static void unpinnable_mapping_steps_down(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST);
+	struct pm_buf *b;
+
+	fake.pin_err = -EOPNOTSUPP;
+	b = alloc_ok(ctx, 1 * MiB, PM_PIN_AUTO, 0);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MLOCK);
+	assert_string_equal(pm_buf_note(b),
+			    "/dev/pinmem cannot pin this mapping (Operation not supported): used mlock");
+	assert_int_equal(fake.mlocks, 1);
+	pm_buf_free(ctx, b);
+	assert_int_equal(fake.munlocks, 1);
+
+	alloc_fails(ctx, 1 * MiB, PM_PIN_MODULE, PM_BUF_STRICT_PIN, -EOPNOTSUPP);
+	assert_int_equal(fake.mlocks, 1);
+	pm_close(ctx);
+}
+
+static void other_module_errors_fail(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST);
+
+	fake.pin_err = -EFAULT;
+	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -EFAULT);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB through /dev/pinmem failed: Bad address");
+	assert_int_equal(fake.mlocks, 0);
+	pm_close(ctx);
+}
+
+static void no_module(void **state)
+{
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+
+	fake.open_err = -ENOENT;
+	ctx = fake_ctx(0, PM_BACKEND_HOST);
+	b = alloc_ok(ctx, 1 * MiB, PM_PIN_AUTO, 0);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MLOCK);
+	assert_string_equal(pm_buf_note(b),
+			    "no module (/dev/pinmem: No such file or directory (is pinmem.ko loaded?)): used mlock");
+	pm_buf_free(ctx, b);
+	b = alloc_ok(ctx, 1 * MiB, PM_PIN_MODULE, PM_BUF_STRICT_PAGES);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MLOCK);
+	pm_buf_free(ctx, b);
+	alloc_fails(ctx, 1 * MiB, PM_PIN_MODULE, PM_BUF_STRICT_PIN, -ENODEV);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "module pinning was asked for strictly but the module is unusable: /dev/pinmem: No such file or directory (is pinmem.ko loaded?)");
+	assert_int_equal(fake.mlocks, 2);
+	assert_int_equal(fake.munlocks, 2);
+	pm_close(ctx);
+}
+
+static void explicit_modes(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST);
+	struct pm_buf *b;
+
+	b = alloc_ok(ctx, 1 * MiB, PM_PIN_MLOCK, PM_BUF_STRICT);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MLOCK);
+	assert_int_equal(pm_buf_segments(b), 0);
+	assert_int_equal(fake.pins, 0);
+	pm_buf_free(ctx, b);
+	b = alloc_ok(ctx, 1 * MiB, PM_PIN_NONE, PM_BUF_STRICT);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_NONE);
+	pm_buf_free(ctx, b);
+	assert_int_equal(fake.pins, 0);
+	assert_int_equal(fake.mlocks, 1);
+	assert_int_equal(fake.munlocks, 1);
+	pm_close(ctx);
+}
+
+/* mlock refused by RLIMIT_MEMLOCK: an error, the locked prefix undone. */
+static void mlock_refusal(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(PM_OPEN_NO_MODULE, PM_BACKEND_HOST);
+
+	fake.mlock_err = -ENOMEM;
+	fake.memlock_limit = 64 * 1024;
+	alloc_fails(ctx, 8 * MiB, PM_PIN_AUTO, 0, -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "mlock of 8.0 MiB exceeds RLIMIT_MEMLOCK (64.0 KiB); raise it with ulimit -l or use /dev/pinmem");
+	assert_int_equal(fake.munlocks, 1);
+	pm_close(ctx);
+}
+
+static void real_mlock(void **state)
+{
+	struct pm_open_opts o = { .flags = PM_OPEN_NO_MODULE, .backend = PM_BACKEND_NONE };
+	struct pm_buf_opts bo = { .pin = PM_PIN_MLOCK, .flags = PM_BUF_STRICT };
+	uint64_t before = vm_locked();
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+
+	assert_int_equal(pm_open(&ctx, &o), 0);
+	assert_int_equal(pm_buf_alloc(ctx, 8 * MiB, &bo, &b), 0);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MLOCK);
+	assert_int_equal(vm_locked(), before + 8 * MiB);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	assert_int_equal(vm_locked(), before);
+	pm_close(ctx);
+}
+
+/* Without CAP_IPC_LOCK (root has it), RLIMIT_MEMLOCK applies to mlock. */
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1U << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1U << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d) ? -1 : 0;
+}
+
+static int child_rlimit(void)
+{
+	struct pm_open_opts o = { .flags = PM_OPEN_NO_MODULE, .backend = PM_BACKEND_NONE };
+	struct pm_buf_opts bo = { .pin = PM_PIN_MLOCK };
+	struct rlimit rl = { 64 * 1024, 64 * 1024 };
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+	int r;
+
+	if (drop_ipc_lock() || setrlimit(RLIMIT_MEMLOCK, &rl) || pm_open(&ctx, &o))
+		return 10;
+	r = pm_buf_alloc(ctx, 8 * MiB, &bo, &b);
+	if (r != -ENOMEM)
+		return 11;
+	if (!strstr(pm_ctx_last_error(ctx),
+		    "mlock of 8.0 MiB exceeds RLIMIT_MEMLOCK (64.0 KiB"))
+		return 12;
+	if (vm_locked() != 0)
+		return 13;
+	pm_close(ctx);
+	return 0;
+}
+
+static void real_mlock_rlimit_refusal(void **state)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (!pid)
+		_exit(child_rlimit());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(module_pin, setup),
+		cmocka_unit_test_setup(budget_refusals_are_errors, setup),
+		cmocka_unit_test_setup(unpinnable_mapping_steps_down, setup),
+		cmocka_unit_test_setup(other_module_errors_fail, setup),
+		cmocka_unit_test_setup(no_module, setup),
+		cmocka_unit_test_setup(explicit_modes, setup),
+		cmocka_unit_test_setup(mlock_refusal, setup),
+		cmocka_unit_test_setup(real_mlock, setup),
+		cmocka_unit_test_setup(real_mlock_rlimit_refusal, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+/* lib/refusal.c: the sentences for refused pins, from STATS and RLIMIT numbers. */
+#include "pinmem.h"
+#include "buf.h"
+#include "pm_test.h"
+
+static struct pm_ctx *ctx;
+
+static int setup(void **state)
+{
+	fake_reset();
+	ctx = fake_ctx(0, PM_BACKEND_NONE);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	pm_close(ctx);
+	return 0;
+}
+
+static void bytes_format(void **state)
+{
+	char b[32];
+
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 0), "0 B");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 1023), "1023 B");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 1024), "1.0 KiB");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 64 * MiB), "64.0 MiB");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 3 * GiB / 2), "1.5 GiB");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 8 * GiB), "8.0 GiB");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), 2048 * GiB), "2.0 TiB");
+	assert_string_equal(pm_fmt_bytes(b, sizeof(b), UINT64_MAX), "16.0 EiB");
+}
+
+static void user_budget(void **state)
+{
+	fake.user_used = 61 * GiB / 2;
+	fake.user_limit = 32 * GiB;
+	assert_int_equal(pm_refuse_module(ctx, -EDQUOT, 8 * GiB), -EDQUOT);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 8.0 GiB would exceed the per-user budget: 30.5 of 32.0 GiB in use");
+}
+
+static void global_budget(void **state)
+{
+	fake.global_used = 90 * GiB;
+	fake.global_limit = 94 * GiB;
+	assert_int_equal(pm_refuse_module(ctx, -ENOSPC, 8 * GiB), -ENOSPC);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 8.0 GiB would exceed the global budget: 90.0 of 94.0 GiB in use");
+}
+
+static void rlimit_budget(void **state)
+{
+	fake.rlimit_used = 60 * MiB;
+	fake.rlimit_limit = 64 * MiB;
+	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 8 * MiB), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 8.0 MiB would exceed RLIMIT_MEMLOCK: 60.0 of 64.0 MiB in use; raise it with ulimit -l");
+}
+
+static void units_differ(void **state)
+{
+	fake.user_used = 12 * MiB;
+	fake.user_limit = 32 * GiB;
+	pm_refuse_module(ctx, -EDQUOT, 40 * GiB);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 40.0 GiB would exceed the per-user budget: 12.0 MiB of 32.0 GiB in use");
+}
+
+/* Use dropped between the refusal and STATS: say what is known, not "would exceed". */
+static void numbers_moved(void **state)
+{
+	fake.user_used = 1 * GiB;
+	fake.user_limit = 32 * GiB;
+	pm_refuse_module(ctx, -EDQUOT, 1 * GiB);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 GiB was refused by the per-user budget (now 1.0 of 32.0 GiB in use)");
+	fake.global_used = 5 * GiB;
+	pm_refuse_module(ctx, -ENOSPC, 1 * GiB);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 GiB was refused by the global budget (unlimited, 5.0 GiB in use)");
+}
+
+static void other_module_error(void **state)
+{
+	assert_int_equal(pm_refuse_module(ctx, -EFAULT, 8 * GiB), -EFAULT);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 8.0 GiB through /dev/pinmem failed: Bad address");
+}
+
+static void mlock_rlimit(void **state)
+{
+	fake.memlock_limit = 64 * MiB;
+	assert_int_equal(pm_refuse_mlock(ctx, -ENOMEM, 8 * GiB), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "mlock of 8.0 GiB exceeds RLIMIT_MEMLOCK (64.0 MiB); raise it with ulimit -l or use /dev/pinmem");
+	/* EPERM is mlock's answer when the limit is 0; it is the same budget. */
+	fake.memlock_limit = 0;
+	assert_int_equal(pm_refuse_mlock(ctx, -EPERM, 4096), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "mlock of 4.0 KiB exceeds RLIMIT_MEMLOCK (0 B); raise it with ulimit -l or use /dev/pinmem");
+	fake.memlock_limit = 64 * MiB;
+	fake.memlock_locked = 60 * MiB;
+	pm_refuse_mlock(ctx, -ENOMEM, 8 * MiB);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "mlock of 8.0 MiB exceeds RLIMIT_MEMLOCK (64.0 MiB, 60.0 MiB already locked); raise it with ulimit -l or use /dev/pinmem");
+}
+
+static void mlock_other_error(void **state)
+{
+	assert_int_equal(pm_refuse_mlock(ctx, -ENOMEM, 8 * GiB), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx), "mlock of 8.0 GiB failed: Cannot allocate memory");
+	fake.memlock_limit = 64 * MiB;
+	assert_int_equal(pm_refuse_mlock(ctx, -EAGAIN, 8 * MiB), -EAGAIN);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "mlock of 8.0 MiB failed: Resource temporarily unavailable");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(bytes_format, setup, teardown),
+		cmocka_unit_test_setup_teardown(user_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(global_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(rlimit_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(units_differ, setup, teardown),
+		cmocka_unit_test_setup_teardown(numbers_moved, setup, teardown),
+		cmocka_unit_test_setup_teardown(other_module_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(mlock_rlimit, setup, teardown),
+		cmocka_unit_test_setup_teardown(mlock_other_error, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
