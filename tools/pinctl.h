@@ -169,6 +169,8 @@ void pctl_json_bool(struct pctl_json *j, bool v);
 void pctl_json_null(struct pctl_json *j);
 /* End a top-level document with a newline. */
 void pctl_json_done(struct pctl_json *j);
+/* Length of the valid UTF-8 sequence at @s (1 to 4), 0 if it is not one. */
+size_t pctl_utf8_len(const unsigned char *s);
 /* Write @s as a JSON string literal with every needed escape. */
 void pctl_json_write_string(FILE *f, const char *s);
 /* A limit: a number, or null for unlimited. */

@@ -14,8 +14,11 @@ static void safe_copy(char *dst, size_t len, const char *src)
 {
 	size_t n = 0;
 
-	for (; *src && n + 1 < len; src++)
-		dst[n++] = (*src < 0x20 || *src == 0x7f) ? '?' : *src;
+	for (; *src && n + 1 < len; src++) {
+		unsigned char c = (unsigned char)*src;
+
+		dst[n++] = c < 0x20 || c == 0x7f ? '?' : *src;
+	}
 	dst[n] = '\0';
 }
 

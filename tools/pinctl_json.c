@@ -17,8 +17,7 @@ void pctl_json_init(struct pctl_json *j, FILE *f, bool pretty)
 	j->pretty = pretty;
 }
 
-/* Length of the valid UTF-8 sequence at @s, 0 if it is not one. */
-static size_t utf8_len(const unsigned char *s)
+size_t pctl_utf8_len(const unsigned char *s)
 {
 	unsigned char c = s[0];
 	unsigned char lo = 0x80, hi = 0xbf;
@@ -85,7 +84,7 @@ void pctl_json_write_string(FILE *f, const char *str)
 				fprintf(f, "\\u%04x", c);
 			} else if (c < 0x80) {
 				fputc(c, f);
-			} else if ((n = utf8_len(s))) {
+			} else if ((n = pctl_utf8_len(s))) {
 				fwrite(s, 1, n, f);
 				s += n;
 				continue;

@@ -78,6 +78,45 @@ struct limits_view {
 	uint64_t soft, hard;
 };
 
+static bool module_present(const struct pctl_env *env)
+{
+	uint64_t v;
+
+	return read_param(env, "global_limit", &v) != -ENOENT;
+}
+
+/* GET_LIMITS through the device, for when the parameters are not readable. */
+static int limits_ioctl(const struct pctl_env *env, struct limits_view *v, char *why, size_t len)
+{
+	struct pinmem_limits lim;
+	unsigned int maj = 0, min = 0;
+	int ret, fd = pctl_dev_open(env, &maj, &min);
+
+	if (fd == -EPROTO) {
+		snprintf(why, len,
+			 "the loaded pinmem module speaks ABI %u.%u, this pinctl ABI %d.x; install matching versions",
+			 maj, min, PINMEM_ABI_MAJOR);
+		return fd;
+	}
+	if (fd < 0) {
+		snprintf(why, len, "cannot read the pinmem parameters nor open %s/pinmem: %s",
+			 env->dev_root, strerror(-fd));
+		return fd;
+	}
+	memset(&lim, 0, sizeof(lim));
+	lim.uid = getuid();
+	ret = ioctl(fd, PINMEM_IOC_GET_LIMITS, &lim) ? -errno : 0;
+	close(fd);
+	if (ret) {
+		snprintf(why, len, "GET_LIMITS ioctl: %s", strerror(-ret));
+		return ret;
+	}
+	v->global = lim.global_limit;
+	v->def_user = lim.default_user_limit;
+	v->enforce = lim.enforce_rlimit;
+	return 0;
+}
+
 static int limits_read(const struct pctl_env *env, struct limits_view *v, char *why, size_t len)
 {
 	char *text;
@@ -85,56 +124,35 @@ static int limits_read(const struct pctl_env *env, struct limits_view *v, char *
 
 	memset(v, 0, sizeof(*v));
 	v->have_memlock = !pctl_memlock_limit(env, &v->soft, &v->hard);
+	/* the stats file names the module's ABI and the per-user overrides */
+	ret = pctl_read_at(env->proc_root, "driver/pinmem/stats", &text, NULL);
+	if (!ret) {
+		ret = pctl_stats_parse(text, &v->snap, why, len);
+		free(text);
+		if (ret == -EPROTO || ret == -ENOMEM)
+			return ret;
+		v->have_users = !ret;
+		if (v->have_users) {
+			pctl_snapshot_sort(&v->snap);
+			pctl_snapshot_names(env, &v->snap);
+		}
+	} else if (!module_present(env)) {
+		unsigned int maj, min;
+		int fd = pctl_dev_open(env, &maj, &min);
+
+		if (fd == -ENOENT)
+			return 0;	/* not loaded */
+		if (fd >= 0)
+			close(fd);
+	}
+	v->module = true;
 	ret = read_param(env, "global_limit", &v->global);
 	if (!ret)
 		ret = read_param(env, "default_user_limit", &v->def_user);
 	if (!ret && read_param(env, "enforce_rlimit", &v->enforce))
 		v->enforce = PCTL_UNLIMITED;
-	if (ret == -ENOENT) {
-		unsigned int maj, min;
-		struct pinmem_limits lim;
-		int fd = pctl_dev_open(env, &maj, &min);
-
-		if (fd == -ENOENT)
-			return 0;	/* not loaded */
-		if (fd == -EPROTO) {
-			snprintf(why, len,
-				 "the loaded pinmem module speaks ABI %u.%u, this pinctl ABI %d.x; install matching versions",
-				 maj, min, PINMEM_ABI_MAJOR);
-			return fd;
-		}
-		if (fd < 0) {
-			snprintf(why, len, "pinmem parameters are missing and %s/pinmem: %s",
-				 env->dev_root, strerror(-fd));
-			return fd;
-		}
-		memset(&lim, 0, sizeof(lim));
-		lim.uid = getuid();
-		ret = ioctl(fd, PINMEM_IOC_GET_LIMITS, &lim) ? -errno : 0;
-		close(fd);
-		if (ret) {
-			snprintf(why, len, "GET_LIMITS ioctl: %s", strerror(-ret));
-			return ret;
-		}
-		v->global = lim.global_limit;
-		v->def_user = lim.default_user_limit;
-		v->enforce = lim.enforce_rlimit;
-	} else if (ret) {
-		snprintf(why, len, "cannot read %s/module/pinmem/parameters: %s",
-			 env->sys_root, strerror(-ret));
-		return ret;
-	}
-	v->module = true;
-	if (!pctl_read_at(env->proc_root, "driver/pinmem/stats", &text, NULL)) {
-		char perr[160];
-
-		v->have_users = !pctl_stats_parse(text, &v->snap, perr, sizeof(perr));
-		free(text);
-		if (v->have_users) {
-			pctl_snapshot_sort(&v->snap);
-			pctl_snapshot_names(env, &v->snap);
-		}
-	}
+	if (ret)
+		return limits_ioctl(env, v, why, len);
 	return 0;
 }
 

@@ -10,17 +10,31 @@
 
 #include "pinctl.h"
 
-void pctl_prom_label(FILE *f, const char *s)
+/* Label values must be UTF-8: other bytes become U+FFFD. */
+void pctl_prom_label(FILE *f, const char *str)
 {
-	for (; *s; s++) {
-		if (*s == '\\')
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n;
+
+	while (*s) {
+		if (*s == '\\') {
 			fputs("\\\\", f);
-		else if (*s == '"')
+		} else if (*s == '"') {
 			fputs("\\\"", f);
-		else if (*s == '\n')
+		} else if (*s == '\n') {
 			fputs("\\n", f);
-		else
+		} else if (*s >= 0x80) {
+			n = pctl_utf8_len(s);
+			if (n) {
+				fwrite(s, 1, n, f);
+				s += n;
+				continue;
+			}
+			fputs("\xef\xbf\xbd", f);
+		} else {
 			fputc(*s, f);
+		}
+		s++;
 	}
 }
 

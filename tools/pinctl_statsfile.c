@@ -192,6 +192,18 @@ static int parse_process(char **tok, int n, struct pctl_snapshot *snap, const ch
 			p->mm_pinned_bytes = v;
 		}
 	}
+	/* one line per open file: a process with several files is one row */
+	for (size_t k = 0; p->pid && k < snap->nr_procs; k++) {
+		struct pctl_proc *q = &procs[k];
+
+		if (q->pid != p->pid || q->uid != p->uid)
+			continue;
+		q->regions += p->regions;
+		q->pinned_bytes += p->pinned_bytes;
+		if (p->mm_pinned_bytes > q->mm_pinned_bytes)
+			q->mm_pinned_bytes = p->mm_pinned_bytes;
+		return 0;
+	}
 	snap->nr_procs++;
 	return 0;
 }

@@ -1,0 +1,88 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Golden-output test of pinctl: run every line of cases.txt against a
+# recorded tree (trees/NAME/{proc,sys,dev} through PINCTL_PROC_ROOT,
+# PINCTL_SYS_ROOT, PINCTL_DEV_ROOT, users from ./passwd) and compare exit
+# status, stdout and stderr with expected/CASE.{out,err}.  JSON outputs must
+# parse (python3 -m json.tool), Prometheus outputs must pass promcheck.py, and
+# a failing case must say why in exactly one line on stderr.
+#
+# usage: run.sh PINCTL [CASE...]       UPDATE=1 run.sh ... rewrites expected/
+set -eu
+pinctl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+shift
+cd "$(dirname "$0")"
+[ -x "$pinctl" ] || { echo "pinctl-check: no executable $pinctl" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "pinctl-check: python3 is needed" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p expected
+nfail=0
+npass=0
+only=" $* "
+
+fail() {
+	echo "pinctl-check: FAIL $case: $*"
+	nfail=$((nfail + 1))
+}
+
+# The checkers must be able to fail: known-bad inputs first.
+for bad in '# TYPE a counter\na 1\n' '# TYPE a_total counter\na_total 1\na_total 2\n' \
+	'# TYPE x gauge\nx{a="b\\q"} 1\n' '# TYPE x gauge\nx 1\n# TYPE y gauge\ny 1\nx 2\n' \
+	'x 1\n' '# TYPE x gauge\nx 1e\n' '# TYPE x gauge\nx 1'; do
+	if printf "$bad" | python3 promcheck.py >/dev/null; then
+		echo "pinctl-check: FAIL promcheck.py accepts bad input: $bad"
+		nfail=$((nfail + 1))
+	fi
+done
+printf '{"a": 1,}\n' | python3 -m json.tool >/dev/null 2>&1 &&
+	{ echo "pinctl-check: FAIL json.tool accepts bad JSON"; nfail=$((nfail + 1)); }
+
+while read -r case tree want args; do
+	case $case in ''|'#'*) continue ;; esac
+	case $only in "  "|*" $case "*) ;; *) continue ;; esac
+	out=$tmp/$case.out
+	err=$tmp/$case.err
+	rc=0
+	eval "set -- $args"
+	PINCTL_PROC_ROOT=trees/$tree/proc PINCTL_SYS_ROOT=trees/$tree/sys \
+	PINCTL_DEV_ROOT=trees/$tree/dev PINCTL_PASSWD=passwd \
+	PINCTL_CUDA_LIB=/nonexistent/libcuda.so.1 \
+		"$pinctl" "$@" >"$out" 2>"$err" </dev/null || rc=$?
+	set --
+	if [ "${UPDATE:-0}" = 1 ]; then
+		cp "$out" "expected/$case.out"
+		cp "$err" "expected/$case.err"
+	fi
+	n=$nfail
+	[ "$rc" = "$want" ] || fail "exit status $rc, want $want ($(head -c 300 "$err"))"
+	cmp -s "$out" "expected/$case.out" ||
+		{ fail "stdout differs:"; diff -u "expected/$case.out" "$out" | head -n 40 || true; }
+	cmp -s "$err" "expected/$case.err" ||
+		{ fail "stderr differs:"; diff -u "expected/$case.err" "$err" | head -n 20 || true; }
+	if [ "$rc" != 0 ] && [ -s "$err" ] && [ "$(wc -l <"$err")" != 1 ]; then
+		fail "error is not one line: $(cat "$err")"
+	fi
+	if [ "$rc" = 2 ] && { [ -s "$out" ] || [ ! -s "$err" ]; }; then
+		fail "a usage error must print one line on stderr and nothing on stdout"
+	fi
+	case $case in
+	*json*)
+		if [ "$rc" = 0 ] || [ -s "$out" ]; then
+			case $case in
+			top*) python3 -m json.tool --json-lines "$out" >/dev/null ;;
+			*) python3 -m json.tool "$out" >/dev/null ;;
+			esac || fail "output is not valid JSON"
+		fi ;;
+	*prom*)
+		[ "$rc" != 0 ] ||
+			python3 promcheck.py "$out" || fail "output breaks the Prometheus text format" ;;
+	esac
+	[ "$n" = "$nfail" ] && npass=$((npass + 1))
+done <cases.txt
+
+if [ "$nfail" != 0 ]; then
+	echo "pinctl-check: $nfail failed, $npass passed"
+	exit 1
+fi
+echo "pinctl-check: all $npass cases passed (text, JSON, Prometheus, bad input)"
