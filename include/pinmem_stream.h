@@ -87,6 +87,9 @@ PM_API const char *pm_manifest_path(const struct pm_manifest *m, uint32_t id);
 PM_API int pm_manifest_item(const struct pm_manifest *m, size_t i,
 			    struct pm_item *item);
 
+/* crc32c (Castagnoli) of buf, continuing crc (start with 0), as manifests give it.  Any thread. */
+PM_API uint32_t pm_crc32c(uint32_t crc, const void *buf, size_t len);
+
 /* Whether a file is read with O_DIRECT. */
 enum pm_direct {
 	PM_DIRECT_AUTO = 0,	/* O_DIRECT where the file system allows it, else buffered */

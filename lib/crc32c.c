@@ -86,3 +86,8 @@ uint32_t pm_crc32c(uint32_t crc, const void *buf, size_t len)
 #endif
 	return ~crc32c_sw(crc, buf, len);
 }
+
+uint32_t pm_crc32c_sw(uint32_t crc, const void *buf, size_t len)
+{
+	return ~crc32c_sw(~crc, buf, len);
+}

@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Continue a crc32c over buf; start with crc = 0.  SSE4.2 when the CPU has it. */
-uint32_t pm_crc32c(uint32_t crc, const void *buf, size_t len);
+#include "pinmem_stream.h"	/* pm_crc32c(): SSE4.2 when the CPU has it */
+
+/* The table-driven version, whatever the CPU has (tests compare the two). */
+uint32_t pm_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 
 #endif

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pinstream: stream a dataset through libpinmem (io_uring into pinned slots,
+ * async copies to the device), show throughput and stalls, compare with the
+ * usual ways of doing it, or write a synthetic dataset.  This file holds the
+ * command line; bad input is one line on stderr and exit status 2.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "pinctl.h"	/* pctl_parse_size, pctl_format_size */
+#include "pinstream.h"
+
+static const char usage_text[] =
+"usage: pinstream [OPTIONS] FILE...\n"
+"       pinstream [OPTIONS] --manifest FILE\n"
+"       pinstream --compare [OPTIONS] FILE... | --manifest FILE\n"
+"       pinstream --make-dataset DIR --size SIZE [--files N] [--seed N]\n"
+"\n"
+"Streams dataset items with io_uring straight into pinned batch slots, copies\n"
+"each batch to the device and recycles the slot; prints throughput and where\n"
+"the time went.\n"
+"\n"
+"Items:\n"
+"  FILE...               each file cut into items of --item-bytes\n"
+"  --manifest F          items from F: 'path offset length [crc32c]' per line\n"
+"  --item-bytes SIZE     item size for FILE... (0: whole files) [1M]\n"
+"Batches and I/O:\n"
+"  --batch-bytes SIZE    slot size; a batch takes items while they fit [16M]\n"
+"  --batch-items N       at most N items per batch\n"
+"  --slots N             pinned slots in the ring [4]\n"
+"  --prefetch N          batches read ahead of the consumer [slots]\n"
+"  --qd N                reads in flight [32]\n"
+"  --chunk SIZE          largest single read; large items are split [1M]\n"
+"  --direct auto|on|off  O_DIRECT where possible / always / never [auto]\n"
+"  --backend auto|cuda|host|none  copy backend [auto; none for --compare]\n"
+"  --pin auto|module|mlock|none   how slots are pinned [auto]\n"
+"Order:\n"
+"  --epochs N            passes over the items [1]\n"
+"  --shuffle             new order every epoch, from --seed [off]\n"
+"  --seed N              shuffle seed (also --make-dataset's) [0]\n"
+"  --rank R --world-size W  read shard R of W (DistributedSampler) [0 of 1]\n"
+"  --shard-pad exact|pad|drop  uneven shards: each item once / repeat / drop [exact]\n"
+"  --order in|completed  deliver batches in order or as they complete [in]\n"
+"  --on-error stop|skip  a failed batch stops the stream or is skipped [stop]\n"
+"  --no-crc              do not check the manifest's crc32c values\n"
+"Output:\n"
+"  --json                one JSON object instead of the summary table\n"
+"  --progress / --no-progress  live line on stderr [when it is a terminal]\n"
+"Modes:\n"
+"  --compare             same items through (a) pread + memcpy into pinned memory\n"
+"                        (DataLoader pin_memory), (b) pread into pinned memory,\n"
+"                        (c) pinmem buffered, (d) pinmem O_DIRECT; cold (page\n"
+"                        cache dropped) and then warm (cached)\n"
+"  --cold-only           --compare without the warm (page cache) rows\n"
+"  --make-dataset DIR    write DIR/data-NNNN.bin and DIR/manifest.txt (random\n"
+"                        unaligned items with crc32c)\n"
+"  --size SIZE           dataset size, e.g. 2G\n"
+"  --files N             dataset files [8]\n"
+"  -h, --help            this text;  --version  the version\n"
+"\n"
+"SIZE takes K, M, G, T suffixes (binary).  Exit status: 0 done, 1 the stream\n"
+"failed (the message names the item), 2 bad command line.\n"
+"\n"
+"Examples:\n"
+"  pinstream --make-dataset /data/synth --size 4G --files 16\n"
+"  pinstream /data/synth/data-*.bin --batch-bytes 64M --slots 8\n"
+"  pinstream --manifest /data/synth/manifest.txt --epochs 3 --shuffle --seed 7\n"
+"  pinstream --manifest train.txt --rank 1 --world-size 8 --json\n"
+"  pinstream --compare /data/synth/data-*.bin\n";
+
+void ps_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("pinstream: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+double ps_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+const char *ps_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	return pctl_format_size(bytes, buf, len);
+}
+
+void ps_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+struct pm_manifest *ps_load_items(const struct ps_args *a)
+{
+	struct pm_manifest *m;
+	char err[512];
+	int ret;
+
+	if (pm_manifest_create(&m)) {
+		ps_err("out of memory");
+		return NULL;
+	}
+	if (a->manifest) {
+		ret = pm_manifest_load(m, a->manifest, err, sizeof(err));
+	} else {
+		ret = 0;
+		for (int i = 0; i < a->nfiles && !ret; i++)
+			ret = pm_manifest_add_file(m, a->files[i], a->item_bytes, err,
+						   sizeof(err));
+	}
+	if (ret) {
+		ps_err("%s", err);
+		pm_manifest_destroy(m);
+		return NULL;
+	}
+	return m;
+}
+
+struct pm_ctx *ps_open(enum pm_backend_kind backend)
+{
+	struct pm_open_opts oo = { .backend = backend };
+	struct pm_ctx *ctx;
+	char err[320] = "";
+	int ret;
+
+	oo.errbuf = err;
+	oo.errbuf_len = sizeof(err);
+	ret = pm_open(&ctx, &oo);
+	if (ret) {
+		ps_err("%s", err[0] ? err : strerror(-ret));
+		return NULL;
+	}
+	return ctx;
+}
+
+/* --- argument parsing --- */
+
+enum {
+	OPT_MANIFEST = 256, OPT_ITEM_BYTES, OPT_BATCH_BYTES, OPT_BATCH_ITEMS,
+	OPT_SLOTS, OPT_PREFETCH, OPT_QD, OPT_CHUNK, OPT_DIRECT, OPT_BACKEND,
+	OPT_PIN, OPT_EPOCHS, OPT_SHUFFLE, OPT_SEED, OPT_RANK, OPT_WORLD,
+	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
+	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY,
+	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_VERSION,
+};
+
+static const struct option longopts[] = {
+	{ "manifest", required_argument, NULL, OPT_MANIFEST },
+	{ "item-bytes", required_argument, NULL, OPT_ITEM_BYTES },
+	{ "batch-bytes", required_argument, NULL, OPT_BATCH_BYTES },
+	{ "batch-items", required_argument, NULL, OPT_BATCH_ITEMS },
+	{ "slots", required_argument, NULL, OPT_SLOTS },
+	{ "prefetch", required_argument, NULL, OPT_PREFETCH },
+	{ "qd", required_argument, NULL, OPT_QD },
+	{ "chunk", required_argument, NULL, OPT_CHUNK },
+	{ "direct", required_argument, NULL, OPT_DIRECT },
+	{ "backend", required_argument, NULL, OPT_BACKEND },
+	{ "pin", required_argument, NULL, OPT_PIN },
+	{ "epochs", required_argument, NULL, OPT_EPOCHS },
+	{ "shuffle", no_argument, NULL, OPT_SHUFFLE },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "rank", required_argument, NULL, OPT_RANK },
+	{ "world-size", required_argument, NULL, OPT_WORLD },
+	{ "shard-pad", required_argument, NULL, OPT_SHARD_PAD },
+	{ "order", required_argument, NULL, OPT_ORDER },
+	{ "on-error", required_argument, NULL, OPT_ON_ERROR },
+	{ "no-crc", no_argument, NULL, OPT_NO_CRC },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "compare", no_argument, NULL, OPT_COMPARE },
+	{ "cold-only", no_argument, NULL, OPT_COLD_ONLY },
+	{ "make-dataset", required_argument, NULL, OPT_MAKE_DATASET },
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "files", required_argument, NULL, OPT_FILES },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const char *opt_name(int c)
+{
+	for (const struct option *o = longopts; o->name; o++)
+		if (o->val == c)
+			return o->name;
+	return "?";
+}
+
+static int bad(int c, const char *arg, const char *why)
+{
+	ps_err("--%s '%s': %s (see --help)", opt_name(c), arg, why);
+	return -EINVAL;
+}
+
+static int size_arg(int c, const char *arg, uint64_t min, uint64_t max, uint64_t *v)
+{
+	int ret = pctl_parse_size(arg, 0, v);
+
+	if (ret || !strcmp(arg, "unlimited"))
+		return bad(c, arg, ret == -ERANGE ? "too large" :
+			   "not a size (e.g. 4096, 512K, 16M, 2G)");
+	if (*v < min || *v > max) {
+		char lo[32], hi[32], why[96];
+
+		snprintf(why, sizeof(why), "must be between %s and %s",
+			 pctl_format_size(min, lo, sizeof(lo)),
+			 pctl_format_size(max, hi, sizeof(hi)));
+		return bad(c, arg, why);
+	}
+	return 0;
+}
+
+/* Plain decimal: no sign, spaces or suffix. */
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end ? -EINVAL : 0;
+}
+
+static int num_arg(int c, const char *arg, uint64_t min, uint64_t max, uint64_t *v)
+{
+	char why[64];
+
+	if (parse_u64(arg, v))
+		return bad(c, arg, "not a number");
+	if (*v < min || *v > max) {
+		snprintf(why, sizeof(why), "must be between %llu and %llu",
+			 (unsigned long long)min, (unsigned long long)max);
+		return bad(c, arg, why);
+	}
+	return 0;
+}
+
+static int u32_arg(int c, const char *arg, uint32_t min, uint32_t max, uint32_t *v)
+{
+	uint64_t x;
+	int ret = num_arg(c, arg, min, max, &x);
+
+	if (!ret)
+		*v = (uint32_t)x;
+	return ret;
+}
+
+/* One of names (NULL-terminated), as its index. */
+static int choice(int c, const char *arg, const char *const *names, int *v)
+{
+	char why[128] = "expected one of:";
+
+	for (int i = 0; names[i]; i++) {
+		if (!strcmp(arg, names[i])) {
+			*v = i;
+			return 0;
+		}
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), " %s", names[i]);
+	}
+	return bad(c, arg, why);
+}
+
+static int parse_args(int argc, char **argv, struct ps_args *a)
+{
+	static const char *const direct[] = { "auto", "on", "off", NULL };
+	static const char *const backend[] = { "auto", "host", "cuda", "none", NULL };
+	static const char *const pin[] = { "auto", "module", "mlock", "none", NULL };
+	static const char *const pad[] = { "exact", "pad", "drop", NULL };
+	static const char *const order[] = { "in", "completed", NULL };
+	static const char *const onerr[] = { "stop", "skip", NULL };
+	bool world_set = false;
+	uint64_t v;
+	int c, ret = 0, x;
+
+	memset(a, 0, sizeof(*a));
+	pm_stream_opts_init(&a->so);
+	a->item_bytes = 1 << 20;
+	a->progress = -1;
+	a->dataset_files = 8;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		const char *arg = optarg;
+
+		switch (c) {
+		case OPT_MANIFEST: a->manifest = arg; break;
+		case OPT_ITEM_BYTES:
+			ret = size_arg(c, arg, 0, 1ULL << 40, &a->item_bytes);
+			break;
+		case OPT_BATCH_BYTES:
+			ret = size_arg(c, arg, 4096, PM_URING_IOVEC_MAX, &a->so.batch_bytes);
+			break;
+		case OPT_BATCH_ITEMS:
+			ret = u32_arg(c, arg, 1, 1U << 24, &a->so.batch_items);
+			break;
+		case OPT_SLOTS: ret = u32_arg(c, arg, 1, 4096, &a->so.slots); break;
+		case OPT_PREFETCH: ret = u32_arg(c, arg, 1, 4096, &a->so.prefetch); break;
+		case OPT_QD: ret = u32_arg(c, arg, 1, 4096, &a->so.qd); break;
+		case OPT_CHUNK:
+			ret = size_arg(c, arg, 4096, 1ULL << 30, &v);
+			if (!ret && (v & 4095))
+				ret = bad(c, arg, "must be a multiple of 4096");
+			a->so.chunk_bytes = (uint32_t)v;
+			break;
+		case OPT_DIRECT:
+			ret = choice(c, arg, direct, &x);
+			a->so.direct = (enum pm_direct)x;
+			break;
+		case OPT_BACKEND:
+			ret = choice(c, arg, backend, &x);
+			a->backend = (enum pm_backend_kind)x;
+			a->backend_set = true;
+			break;
+		case OPT_PIN:
+			ret = choice(c, arg, pin, &x);
+			a->so.pin = (enum pm_pin_mode)x;
+			break;
+		case OPT_EPOCHS: ret = u32_arg(c, arg, 1, 1000000, &a->so.epochs); break;
+		case OPT_SHUFFLE: a->so.shuffle = true; break;
+		case OPT_SEED: ret = num_arg(c, arg, 0, UINT64_MAX, &a->so.seed); break;
+		case OPT_RANK: ret = u32_arg(c, arg, 0, 1U << 20, &a->so.rank); break;
+		case OPT_WORLD:
+			ret = u32_arg(c, arg, 1, 1U << 20, &a->so.world_size);
+			world_set = true;
+			break;
+		case OPT_SHARD_PAD:
+			ret = choice(c, arg, pad, &x);
+			a->so.shard_pad = (enum pm_shard_pad)x;
+			break;
+		case OPT_ORDER:
+			ret = choice(c, arg, order, &x);
+			a->so.order = (enum pm_order)x;
+			break;
+		case OPT_ON_ERROR:
+			ret = choice(c, arg, onerr, &x);
+			a->so.on_error = (enum pm_on_error)x;
+			break;
+		case OPT_NO_CRC: a->so.no_crc = true; break;
+		case OPT_JSON: a->json = true; break;
+		case OPT_PROGRESS: a->progress = 1; break;
+		case OPT_NO_PROGRESS: a->progress = 0; break;
+		case OPT_COMPARE: a->compare = true; break;
+		case OPT_COLD_ONLY: a->no_warm = true; break;
+		case OPT_MAKE_DATASET: a->make_dataset = arg; break;
+		case OPT_SIZE:
+			ret = size_arg(c, arg, 4096, 1ULL << 50, &a->size);
+			a->size_set = true;
+			break;
+		case OPT_FILES:
+			ret = u32_arg(c, arg, 1, 100000, &a->dataset_files);
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		case OPT_VERSION:
+			printf("pinstream %s\n", PINMEM_VERSION);
+			exit(0);
+		default:
+			if (optopt && optopt < 256)
+				ps_err("unknown option '-%c' (see --help)", optopt);
+			else if (optopt)
+				ps_err("option '%s' needs a value (see --help)", argv[optind - 1]);
+			else
+				ps_err("unknown option '%s' (see --help)", argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (ret)
+			return ret;
+	}
+	a->files = (const char **)argv + optind;
+	a->nfiles = argc - optind;
+
+	if (a->make_dataset) {
+		if (!a->size_set) {
+			ps_err("--make-dataset needs --size (see --help)");
+			return -EINVAL;
+		}
+		if (a->nfiles || a->manifest || a->compare) {
+			ps_err("--make-dataset takes no items, --manifest or --compare");
+			return -EINVAL;
+		}
+		if (a->dataset_files > a->size / 4096) {
+			ps_err("--files %u: more files than 4 KiB blocks in --size",
+			       a->dataset_files);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (a->size_set) {
+		ps_err("--size only goes with --make-dataset");
+		return -EINVAL;
+	}
+	if (a->manifest && a->nfiles) {
+		ps_err("give FILE... or --manifest, not both");
+		return -EINVAL;
+	}
+	if (!a->manifest && !a->nfiles) {
+		ps_err("no items: give FILE... or --manifest F (see --help)");
+		return -EINVAL;
+	}
+	if (world_set && a->so.rank >= a->so.world_size) {
+		ps_err("--rank %u must be below --world-size %u", a->so.rank,
+		       a->so.world_size);
+		return -EINVAL;
+	}
+	if (!world_set && a->so.rank) {
+		ps_err("--rank %u needs --world-size", a->so.rank);
+		return -EINVAL;
+	}
+	if (a->so.prefetch > a->so.slots) {
+		ps_err("--prefetch %u exceeds --slots %u", a->so.prefetch, a->so.slots);
+		return -EINVAL;
+	}
+	if (a->compare && (a->so.epochs > 1 || a->so.world_size > 1)) {
+		ps_err("--compare reads every item once: no --epochs or --world-size");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Many files means many descriptors: use what the hard limit allows. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct ps_args a;
+
+	if (parse_args(argc, argv, &a))
+		return PS_EXIT_USAGE;
+	raise_nofile();
+	if (a.make_dataset)
+		return ps_make_dataset(&a);
+	if (a.compare)
+		return ps_compare(&a);
+	return ps_run(&a);
+}

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pinstream's main job: stream the items, show a live line on a terminal,
+ * then a summary table (or one JSON object).  The consumer here only takes
+ * and releases batches, so the numbers are the pipeline's own limit.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinstream.h"
+
+static const char *flag_names(uint32_t flags, char *buf, size_t len)
+{
+	static const struct {
+		uint32_t flag;
+		const char *name;
+	} names[] = {
+		{ 1U << 12, "SINGLE_ISSUER" },
+		{ 1U << 13, "DEFER_TASKRUN" },
+		{ 1U << 8, "COOP_TASKRUN" },
+	};
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flags & names[i].flag)
+			n += snprintf(buf + n, n < len ? len - n : 0, "%s%s",
+				      n ? "|" : "", names[i].name);
+	if (!n)
+		snprintf(buf, len, "none");
+	return buf;
+}
+
+static void progress(const struct pm_stream_stats *st)
+{
+	char done[32], total[32], eta[32] = "?";
+	double el = st->elapsed_s > 0 ? st->elapsed_s : 1e-9;
+	double rate = st->bytes / el;
+
+	if (rate > 0 && st->total_bytes >= st->bytes)
+		snprintf(eta, sizeof(eta), "%.0fs", (st->total_bytes - st->bytes) / rate);
+	fprintf(stderr, "\r%s / %s  %.2f GB/s  ETA %s  input-bound %.0f%%  consumer-bound %.0f%%   ",
+		ps_bytes(st->bytes, done, sizeof(done)),
+		ps_bytes(st->total_bytes, total, sizeof(total)), rate / 1e9, eta,
+		100 * st->consumer_wait_s / el, 100 * st->reader_wait_s / el);
+}
+
+static void lat_row(const char *name, const struct pm_latency *l)
+{
+	printf("  %-12s p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", name,
+	       l->p50 * 1e3, l->p90 * 1e3, l->p99 * 1e3, l->max * 1e3);
+}
+
+static void lat_json(const char *name, const struct pm_latency *l)
+{
+	printf(",\"%s\":{\"p50_s\":%.6f,\"p90_s\":%.6f,\"p99_s\":%.6f,\"max_s\":%.6f}",
+	       name, l->p50, l->p90, l->p99, l->max);
+}
+
+static void files_line(struct pm_stream *s, const struct pm_stream_stats *st)
+{
+	uint32_t n = pm_stream_nfiles(s), shown = 0;
+
+	printf("  %-12s %u (%u O_DIRECT, %u buffered", "files", n, st->files_direct,
+	       st->files_buffered);
+	if (n > st->files_direct + st->files_buffered)
+		printf(", %u unreadable", n - st->files_direct - st->files_buffered);
+	printf(")\n");
+	/* say why files fell back, a few of them */
+	for (uint32_t i = 0; i < n && shown < 3; i++) {
+		struct pm_stream_file f;
+
+		if (pm_stream_file(s, i, &f) || f.direct)
+			continue;
+		printf("  %-12s %s: %s\n", "", f.path, f.note);
+		shown++;
+	}
+}
+
+static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *a,
+		    const struct pm_stream_stats *st, int ret)
+{
+	struct pm_ctx_info ci;
+	char b1[32], b2[32], fl[64];
+	double el = st->elapsed_s > 0 ? st->elapsed_s : 1e-9;
+
+	pm_ctx_info(ctx, &ci);
+	printf("pinstream: %s in %llu items, %llu batches, %u epoch%s%s\n",
+	       ps_bytes(st->bytes, b1, sizeof(b1)), (unsigned long long)st->items,
+	       (unsigned long long)st->batches, a->so.epochs, a->so.epochs == 1 ? "" : "s",
+	       ret ? " (stopped by an error)" : "");
+	files_line(s, st);
+	printf("  %-12s %u x %s, pin %s, backend %s, io_uring %s\n", "slots", st->slots,
+	       ps_bytes(st->slot_bytes, b2, sizeof(b2)), pm_pin_mode_name(st->pin),
+	       ci.backend, flag_names(st->ring_flags, fl, sizeof(fl)));
+	printf("  %-12s %.2f GB/s (%.3f GB in %.2f s; %.3f GB read incl. alignment)\n",
+	       "throughput", st->gbps, st->bytes / 1e9, st->elapsed_s, st->read_bytes / 1e9);
+	printf("  %-12s consumer waited %.2f s (%.0f%%, input-bound), reader waited %.2f s (%.0f%%, consumer-bound)\n",
+	       "stalls", st->consumer_wait_s, 100 * st->consumer_wait_s / el,
+	       st->reader_wait_s, 100 * st->reader_wait_s / el);
+	lat_row("read/batch", &st->read_lat);
+	lat_row("copy/batch", &st->copy_lat);
+	printf("  %-12s %llu failed batches (%llu items)\n", "errors",
+	       (unsigned long long)st->failed_batches, (unsigned long long)st->failed_items);
+}
+
+static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *a,
+		 const struct pm_stream_stats *st, int ret)
+{
+	struct pm_ctx_info ci;
+	char fl[64];
+
+	pm_ctx_info(ctx, &ci);
+	printf("{\"bytes\":%llu,\"read_bytes\":%llu,\"items\":%llu,\"batches\":%llu,"
+	       "\"epochs\":%u,\"failed_batches\":%llu,\"failed_items\":%llu,"
+	       "\"elapsed_s\":%.6f,\"gbps\":%.4f,\"consumer_wait_s\":%.6f,"
+	       "\"reader_wait_s\":%.6f,\"slots\":%u,\"slot_bytes\":%llu,\"pin\":\"%s\","
+	       "\"backend\":\"%s\",\"ring_flags\":\"%s\",\"files_direct\":%u,"
+	       "\"files_buffered\":%u",
+	       (unsigned long long)st->bytes, (unsigned long long)st->read_bytes,
+	       (unsigned long long)st->items, (unsigned long long)st->batches,
+	       a->so.epochs, (unsigned long long)st->failed_batches,
+	       (unsigned long long)st->failed_items, st->elapsed_s, st->gbps,
+	       st->consumer_wait_s, st->reader_wait_s, st->slots,
+	       (unsigned long long)st->slot_bytes, pm_pin_mode_name(st->pin), ci.backend,
+	       flag_names(st->ring_flags, fl, sizeof(fl)), st->files_direct,
+	       st->files_buffered);
+	lat_json("read_latency", &st->read_lat);
+	lat_json("copy_latency", &st->copy_lat);
+	printf(",\"error\":");
+	ps_json_str(stdout, ret ? pm_stream_error(s) : "");
+	printf(",\"errno\":%d}\n", -ret);
+	(void)s;
+}
+
+int ps_run(const struct ps_args *a)
+{
+	struct pm_manifest *m = ps_load_items(a);
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	bool show;
+	double last = 0;
+	int ret;
+
+	if (!m)
+		return PS_EXIT_FAIL;
+	ctx = ps_open(a->backend);
+	if (!ctx) {
+		pm_manifest_destroy(m);
+		return PS_EXIT_FAIL;
+	}
+	ret = pm_stream_create(ctx, m, &a->so, &s);
+	if (ret) {
+		ps_err("%s", pm_ctx_last_error(ctx));
+		pm_close(ctx);
+		pm_manifest_destroy(m);
+		return PS_EXIT_FAIL;
+	}
+	show = a->progress == 1 || (a->progress < 0 && !a->json && isatty(2));
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		pm_stream_release(s, b);
+		if (show && ps_now() - last > 0.25) {
+			last = ps_now();
+			pm_stream_stats(s, &st);
+			progress(&st);
+		}
+	}
+	pm_stream_stats(s, &st);
+	if (show) {
+		progress(&st);
+		fputc('\n', stderr);
+	}
+	if (ret)
+		ps_err("%s", pm_stream_error(s));
+	if (a->json)
+		json(s, ctx, a, &st, ret);
+	else
+		summary(s, ctx, a, &st, ret);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	return ret ? PS_EXIT_FAIL : 0;
+}
