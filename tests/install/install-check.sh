@@ -99,9 +99,13 @@ check_prefix() {
 	out=$("$tmp/hello-static") || fail "hello (static) failed: $out"
 	echo "$out" | has -E 'pin mode (module|mlock)$' || fail "hello-static printed '$out'"
 
-	echo '#include <pinmem/uapi/pinmem.h>' |
-		$CC -fsyntax-only -Wall -Werror $cflags -x c - ||
-		fail "<pinmem/uapi/pinmem.h> does not compile on its own"
+	# Each installed header stands alone, in C and in C++ (training stacks).
+	for h in $(cd "$d$prefix/include" && find . -name '*.h' | sed 's|^\./||'); do
+		echo "#include <$h>" | $CC -fsyntax-only -Wall -Werror $cflags -x c - ||
+			fail "<$h> does not compile on its own"
+		echo "#include <$h>" | ${CXX:-c++} -fsyntax-only -Wall -Werror $cflags -x c++ - ||
+			fail "<$h> does not compile as C++"
+	done
 
 	for t in pinctl pinstream; do
 		out=$(LD_LIBRARY_PATH=$d$prefix/lib "$d$prefix/bin/$t" --version 2>&1) ||
