@@ -123,7 +123,7 @@ dkms-check:
 	+VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/dkms-check.sh
 
 readme-check: $(PM_INST_LIBSO) $(PM_INST_LIBA)
-	+O=$(O) MAKE="$(MAKE)" tests/install/readme-commands.sh
+	+O=$(O) VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/readme-commands.sh
 
 CHECK_STEPS += version-check install-check dkms-check readme-check
 

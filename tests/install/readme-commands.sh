@@ -6,11 +6,12 @@
 #  - every `make TARGET` in the README (code blocks and `inline code`) names a
 #    target the Makefile has;
 #  - every `pinctl SUBCOMMAND` in a code block is accepted by
-#    `pinctl SUBCOMMAND --help`.
+#    `pinctl SUBCOMMAND --help`;
+#  - pinmem/X.Y.Z, pinmem-X.Y.Z and libpinmem.so.X.Y.Z name VERSION.
 # A target exists when make's database (make -p) gives it a recipe or
 # prerequisites (a bare .PHONY name does nothing).  Not `make -n`: recipe
 # lines that start with `+` (the recursive checks) run even under -n.
-# Env: O, MAKE, README (default README.md).
+# Env: O, MAKE, VERSION, README (default README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -119,6 +120,14 @@ while read -r t; do
 		bad "README mentions 'make $t', the Makefile has no such target"
 	fi
 done < "$tmp/mentioned"
+
+# --- pinmem's own version where the README spells it out (pinmem/X.Y.Z for
+# dkms, /usr/src/pinmem-X.Y.Z, libpinmem.so.X.Y.Z) must be VERSION's.
+VERSION=${VERSION:-$(cat VERSION)}
+for v in $(grep -oE 'pinmem(/|-|\.so\.)[0-9]+\.[0-9]+\.[0-9]+' "$README" | sort -u); do
+	[ "${v##*[/-]}" = "$VERSION" ] || [ "${v##*.so.}" = "$VERSION" ] ||
+		bad "README says '$v', VERSION is $VERSION"
+done
 
 # --- pinctl subcommands.
 if [ -x "$O/pinctl" ]; then
