@@ -91,7 +91,7 @@ endif
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(PM_INSTALLED))
-	-rmdir $(DESTDIR)$(INCLUDEDIR)/pinmem/uapi $(DESTDIR)$(INCLUDEDIR)/pinmem 2>/dev/null
+	rmdir $(DESTDIR)$(INCLUDEDIR)/pinmem/uapi $(DESTDIR)$(INCLUDEDIR)/pinmem 2>/dev/null || true
 ifeq ($(DESTDIR),)
 	@if [ "$$(id -u)" = 0 ]; then ldconfig; fi
 endif

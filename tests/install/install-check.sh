@@ -48,8 +48,11 @@ check_prefix() {
 	local prefix=$1 d=$2
 	shift 2
 	echo "install-check: make install DESTDIR=$d $*"
-	$MAKE --no-print-directory install DESTDIR="$d" "$@" > "$tmp/install.log" 2>&1 ||
-		{ cat "$tmp/install.log" >&2; fail "make install $*"; }
+	# Twice: installing over an installed tree (an upgrade) must work.
+	for i in 1 2; do
+		$MAKE --no-print-directory install DESTDIR="$d" "$@" > "$tmp/install.log" 2>&1 ||
+			{ cat "$tmp/install.log" >&2; fail "make install $* (run $i)"; }
+	done
 
 	# Exactly the expected files, with the expected modes and links.
 	expected "$prefix" | sort > "$tmp/want"
