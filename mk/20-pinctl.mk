@@ -11,7 +11,7 @@ PINCTL_SRCS := $(sort $(filter-out tools/pinctl_main.c,$(wildcard tools/pinctl*.
 PINCTL_OBJS := $(PINCTL_SRCS:%.c=$(O)/%.o)
 PINCTL_LDLIBS := -ldl
 
-.PHONY: pinctl pinctl-check
+.PHONY: pinctl pinctl-check pinctl-check-asan
 all: pinctl
 pinctl: $(O)/pinctl
 
@@ -29,7 +29,15 @@ $(O)/pinctl: $(O)/tools/pinctl_main.o $(PINCTL_OBJS)
 pinctl-check: $(O)/pinctl
 	tests/golden/pinctl/run.sh $(O)/pinctl
 
-CHECK_STEPS += pinctl-check
+# The same cases with pinctl built under ASan+UBSan (leaks included).
+PINCTL_ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer
+pinctl-check-asan:
+	+$(MAKE) --no-print-directory O=$(O)/asan CFLAGS="$(PINCTL_ASAN_FLAGS)" $(O)/asan/pinctl
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
+		tests/golden/pinctl/run.sh $(O)/asan/pinctl
+
+CHECK_STEPS += pinctl-check pinctl-check-asan
 
 # Unit tests (mk/30-unit.mk builds tests/unit/test_*.c and links
 # UNIT_EXTRA_<name>).

@@ -55,9 +55,11 @@ int pctl_parse_size(const char *s, uint64_t mem_total, uint64_t *bytes)
 		return 0;
 	}
 	for (; *p >= '0' && *p <= '9'; p++) {
-		if (ip > (UINT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(*p - '0');
+
+		if (ip > (UINT64_MAX - d) / 10)
 			return -ERANGE;
-		ip = ip * 10 + (uint64_t)(*p - '0');
+		ip = ip * 10 + d;
 		digits = true;
 	}
 	if (*p == '.') {

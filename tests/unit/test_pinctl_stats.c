@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tools/pinctl_statsfile.c: the stats file parser, tolerant of what a newer
+ * compatible module adds and strict about what it cannot read; and
+ * tools/pinctl_prom.c's label escaping.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "../../tools/pinctl.h"
+
+#define HEAD "pinmem_stats_version 1\nabi 1.0\n"
+
+static struct pctl_snapshot snap;
+static char why[256];
+
+static int setup(void **state)
+{
+	memset(&snap, 0, sizeof(snap));
+	why[0] = '\0';
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	pctl_snapshot_free(&snap);
+	return 0;
+}
+
+static int parse(const char *text)
+{
+	return pctl_stats_parse(text, &snap, why, sizeof(why));
+}
+
+static void full_file(void **state)
+{
+	assert_int_equal(parse(HEAD
+		"global pinned_bytes 100 limit_bytes 200 peak_bytes 150 regions 2 pins 9 unpins 7 refused_global 1 refused_user 2 refused_rlimit 3 refused_fault 4\n"
+		"default_user_limit_bytes 64\n"
+		"enforce_rlimit 1\n"
+		"user uid 1000 pinned_bytes 100 limit_bytes 18446744073709551615 peak_bytes 150 regions 2 pins 9 unpins 7 refused_global 0 refused_user 2 refused_rlimit 0 refused_fault 0 overridden 1\n"
+		"process pid 42 uid 1000 comm python3 regions 2 pinned_bytes 100 mm_pinned_bytes 120\n"), 0);
+	assert_true(snap.module);
+	assert_int_equal(snap.source, PCTL_SRC_PROC);
+	assert_int_equal(snap.stats_version, 1);
+	assert_int_equal(snap.abi_major, 1);
+	assert_int_equal(snap.abi_minor, 0);
+	assert_int_equal(snap.global.pinned_bytes, 100);
+	assert_int_equal(snap.global.limit_bytes, 200);
+	assert_int_equal(snap.global.peak_bytes, 150);
+	assert_int_equal(snap.global.regions, 2);
+	assert_int_equal(snap.global.pins, 9);
+	assert_int_equal(snap.global.unpins, 7);
+	assert_int_equal(snap.global.refused[PCTL_REF_GLOBAL], 1);
+	assert_int_equal(snap.global.refused[PCTL_REF_USER], 2);
+	assert_int_equal(snap.global.refused[PCTL_REF_RLIMIT], 3);
+	assert_int_equal(snap.global.refused[PCTL_REF_FAULT], 4);
+	assert_int_equal(snap.default_user_limit, 64);
+	assert_int_equal(snap.enforce_rlimit, 1);
+	assert_int_equal(snap.nr_users, 1);
+	assert_int_equal(snap.users[0].uid, 1000);
+	assert_true(snap.users[0].overridden);
+	assert_int_equal(snap.users[0].c.limit_bytes, PCTL_UNLIMITED);
+	assert_int_equal(snap.nr_procs, 1);
+	assert_int_equal(snap.procs[0].pid, 42);
+	assert_int_equal(snap.procs[0].uid, 1000);
+	assert_string_equal(snap.procs[0].comm, "python3");
+	assert_int_equal(snap.procs[0].regions, 2);
+	assert_int_equal(snap.procs[0].pinned_bytes, 100);
+	assert_int_equal(snap.procs[0].mm_pinned_bytes, 120);
+}
+
+/* Defaults when a line is missing: no limit, RLIMIT enforcement unknown. */
+static void defaults(void **state)
+{
+	assert_int_equal(parse(HEAD), 0);
+	assert_int_equal(snap.global.limit_bytes, PCTL_UNLIMITED);
+	assert_int_equal(snap.default_user_limit, PCTL_UNLIMITED);
+	assert_int_equal(snap.enforce_rlimit, -1);
+	assert_int_equal(snap.nr_users, 0);
+	assert_int_equal(snap.nr_procs, 0);
+}
+
+static void tolerant(void **state)
+{
+	assert_int_equal(parse("pinmem_stats_version 1\nabi 1.7\n\n   \n"
+		"global pinned_bytes 5 new_counter 99 limit_bytes 6\n"
+		"histogram le 100 count 3\n"
+		"user uid 7 pinned_bytes 5 fancy 1 overridden 0\n"
+		"process pid 9 uid 7 comm a regions 1 pinned_bytes 5 mm_pinned_bytes 5 numa 0\n"
+		"global_v2 whatever\n"), 0);
+	assert_int_equal(snap.abi_minor, 7);
+	assert_int_equal(snap.global.pinned_bytes, 5);
+	assert_int_equal(snap.global.limit_bytes, 6);
+	assert_int_equal(snap.nr_users, 1);
+	assert_int_equal(snap.users[0].c.pinned_bytes, 5);
+	assert_int_equal(snap.nr_procs, 1);
+	assert_int_equal(snap.procs[0].mm_pinned_bytes, 5);
+}
+
+static void other_major_refused(void **state)
+{
+	assert_int_equal(parse("pinmem_stats_version 1\nabi 2.0\nglobal pinned_bytes 1\n"), -EPROTO);
+	assert_non_null(strstr(why, "ABI 2.0"));
+	teardown(state);
+	assert_int_equal(parse("pinmem_stats_version 1\nabi 0.9\n"), -EPROTO);
+	teardown(state);
+	assert_int_equal(parse("pinmem_stats_version 3\nabi 1.0\n"), -EPROTO);
+	assert_non_null(strstr(why, "version 3"));
+}
+
+static void malformed(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"abi 1.0\n",					/* no version line first */
+		"pinmem_stats_version x\n",
+		"pinmem_stats_version 0\n",
+		"pinmem_stats_version\n",
+		HEAD "abi 1\n",
+		HEAD "abi 1.0.1\n",
+		HEAD "global pinned_bytes -1\n",
+		HEAD "global pinned_bytes 18446744073709551616\n",
+		HEAD "default_user_limit_bytes\n",
+		HEAD "enforce_rlimit 2\n",
+		HEAD "user uid 4294967296\n",
+		HEAD "user uid 1 overridden 2\n",
+		HEAD "user uid 1 pins 1x\n",
+		HEAD "process pid 2147483648 uid 0 comm x\n",
+		HEAD "process pid 1 uid 0 comm x regions 1 pinned_bytes many\n",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int ret = parse(bad[i]);
+
+		if (ret != -EPROTO)
+			fail_msg("case %zu (%s) gave %d, want -EPROTO", i, bad[i], ret);
+		assert_true(why[0]);
+		teardown(state);
+	}
+	assert_int_equal(parse(HEAD "global pinned_bytes 1 limit_bytes 12x\n"), -EPROTO);
+	assert_string_equal(why, "line 3: malformed value for \"limit_bytes\"");
+}
+
+/* One line per open file: a process with two files is one row. */
+static void merge_process_lines(void **state)
+{
+	assert_int_equal(parse(HEAD
+		"process pid 5 uid 1 comm a regions 1 pinned_bytes 10 mm_pinned_bytes 30\n"
+		"process pid 6 uid 1 comm b regions 1 pinned_bytes 1 mm_pinned_bytes 1\n"
+		"process pid 5 uid 1 comm a regions 2 pinned_bytes 20 mm_pinned_bytes 30\n"
+		"process pid 0 uid 1 comm c regions 1 pinned_bytes 1 mm_pinned_bytes 1\n"
+		"process pid 0 uid 1 comm d regions 1 pinned_bytes 1 mm_pinned_bytes 1\n"), 0);
+	assert_int_equal(snap.nr_procs, 4);	/* pid 0 (not visible) is never merged */
+	assert_int_equal(snap.procs[0].pid, 5);
+	assert_int_equal(snap.procs[0].regions, 3);
+	assert_int_equal(snap.procs[0].pinned_bytes, 30);
+	assert_int_equal(snap.procs[0].mm_pinned_bytes, 30);
+}
+
+/* A comm with blanks (older formats) runs to the next "key number". */
+static void comm_forms(void **state)
+{
+	assert_int_equal(parse(HEAD
+		"process pid 1 uid 0 comm my worker regions 1 pinned_bytes 4096 mm_pinned_bytes 4096\n"
+		"process pid 2 uid 0 comm a\\040b\\\\c regions 1 pinned_bytes 1 mm_pinned_bytes 1\n"
+		"process pid 3 uid 0 comm regions regions 1 pinned_bytes 1 mm_pinned_bytes 1\n"), 0);
+	assert_int_equal(snap.nr_procs, 3);
+	assert_string_equal(snap.procs[0].comm, "my worker");
+	assert_int_equal(snap.procs[0].pinned_bytes, 4096);
+	assert_string_equal(snap.procs[1].comm, "a b\\c");
+	assert_string_equal(snap.procs[2].comm, "regions");
+	assert_int_equal(snap.procs[2].regions, 1);
+}
+
+static void sort_largest_first(void **state)
+{
+	assert_int_equal(parse(HEAD
+		"user uid 3 pinned_bytes 5\nuser uid 1 pinned_bytes 50\nuser uid 2 pinned_bytes 5\n"
+		"process pid 9 uid 0 comm a pinned_bytes 1\nprocess pid 8 uid 0 comm b pinned_bytes 100\n"
+		"process pid 7 uid 0 comm c pinned_bytes 1\n"), 0);
+	pctl_snapshot_sort(&snap);
+	assert_int_equal(snap.users[0].uid, 1);
+	assert_int_equal(snap.users[1].uid, 2);
+	assert_int_equal(snap.users[2].uid, 3);
+	assert_int_equal(snap.procs[0].pid, 8);
+	assert_int_equal(snap.procs[1].pid, 7);
+	assert_int_equal(snap.procs[2].pid, 9);
+}
+
+static void prom_label(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	pctl_prom_label(f, "a\"b\\c\nd\xff\xc3\xa9");
+	fclose(f);
+	assert_string_equal(buf, "a\\\"b\\\\c\\nd\xef\xbf\xbd\xc3\xa9");
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(full_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(tolerant, setup, teardown),
+		cmocka_unit_test_setup_teardown(other_major_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(merge_process_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(comm_forms, setup, teardown),
+		cmocka_unit_test_setup_teardown(sort_largest_first, setup, teardown),
+		cmocka_unit_test(prom_label),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
