@@ -16,7 +16,7 @@ UNIT_SRCS := $(filter-out tests/unit/test_backend_cuda.c,$(UNIT_SRCS))
 endif
 UNIT_NAMES := $(UNIT_SRCS:tests/unit/%.c=%)
 UNIT_BINS := $(UNIT_NAMES:%=$(O)/unit/%)
-UNIT_CFLAGS := $(PM_CFLAGS) $(filter -DPM_HAVE_CUDA=1,$(LIB_CFLAGS)) \
+UNIT_CFLAGS := $(PM_CFLAGS) $(filter-out -DPM_CUDA_LIBDIR=%,$(LIB_CFLAGS)) \
 	-Itests/unit -Itests/cuda_stub $(shell pkg-config --cflags cmocka 2>/dev/null)
 UNIT_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(PM_LDLIBS)
 CUDA_STUB := $(O)/unit/libcudart_stub.so

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/backend_cuda.c against the test-only CUDA runtime stand-in
+ * (tests/cuda_stub/): device selection, the non-blocking stream,
+ * registration order around pinning, copies, events and their reuse, the
+ * CUDA error codes turned into errno and sentences, and teardown.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include "pinmem.h"
+#include "cudastub.h"
+#include "pm_test.h"
+
+static const char *stub_path;
+static cudastub_reset_fn *stub_reset;
+static cudastub_fail_fn *stub_fail;
+static cudastub_hold_fn *stub_hold;
+static cudastub_complete_fn *stub_complete;
+static cudastub_mark_fn *stub_mark;
+static cudastub_log_at_fn *stub_log_at;
+static cudastub_find_fn *stub_find;
+static cudastub_count_fn *stub_count;
+
+static void mark(const char *what)
+{
+	stub_mark(what);
+}
+
+static int setup(void **state)
+{
+	fake_reset();
+	fake.on_call = mark;
+	stub_reset(1, 0);
+	return 0;
+}
+
+/* A context on the stand-in runtime; the module is the stand-in too. */
+static int open_cuda(struct pm_ctx **ctx, enum pm_backend_kind kind, int device,
+		     char *err, size_t len)
+{
+	struct pm_open_opts o = { .backend = kind, .cuda_library = stub_path,
+				  .cuda_device = device, .errbuf = err, .errbuf_len = len };
+
+	return pm_open_sys(ctx, &o, &fake_ops);
+}
+
+static struct pm_ctx *cuda_ctx(void)
+{
+	struct pm_ctx *ctx;
+	char err[256] = "";
+
+	if (open_cuda(&ctx, PM_BACKEND_CUDA, 0, err, sizeof(err)))
+		fail_msg("pm_open: %s", err);
+	return ctx;
+}
+
+static void auto_without_gpu_uses_host(void **state)
+{
+	struct pm_ctx_info in;
+	struct pm_ctx *ctx;
+
+	stub_reset(0, 0);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_AUTO, 0, NULL, 0), 0);
+	pm_ctx_info(ctx, &in);
+	assert_string_equal(in.backend, "host");
+	assert_string_equal(in.backend_note, "no CUDA device (device 0 asked for)");
+	pm_close(ctx);
+
+	stub_reset(1, cudaErrorInsufficientDriver);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_AUTO, 0, NULL, 0), 0);
+	pm_ctx_info(ctx, &in);
+	assert_string_equal(in.backend, "host");
+	assert_string_equal(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver");
+	pm_close(ctx);
+	assert_int_equal(stub_count("streams"), 0);
+}
+
+static void explicit_cuda_fails_clearly(void **state)
+{
+	struct pm_open_opts o = { .backend = PM_BACKEND_CUDA, .cuda_library = "/nonexistent/libcudart.so" };
+	struct pm_ctx *ctx = (void *)1;
+	char err[256];
+
+	stub_reset(0, 0);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_CUDA, 0, err, sizeof(err)), -ENODEV);
+	assert_null(ctx);
+	assert_string_equal(err, "copy backend cuda unavailable: no CUDA device (device 0 asked for)");
+	stub_reset(2, 0);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_CUDA, 3, err, sizeof(err)), -ENODEV);
+	assert_string_equal(err, "copy backend cuda unavailable: CUDA device 3 asked for, 2 present");
+	o.errbuf = err;
+	o.errbuf_len = sizeof(err);
+	assert_int_equal(pm_open_sys(&ctx, &o, &fake_ops), -ENODEV);
+	assert_non_null(strstr(err, "copy backend cuda unavailable: cannot load the CUDA runtime: /nonexistent/libcudart.so"));
+	/* A failing stream creation is reported and nothing is left behind. */
+	stub_reset(1, 0);
+	stub_fail("cudaStreamCreateWithFlags", 1, cudaErrorMemoryAllocation);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_CUDA, 0, err, sizeof(err)), -ENOMEM);
+	assert_string_equal(err, "copy backend cuda unavailable: cudaStreamCreateWithFlags: cudaErrorMemoryAllocation (2)");
+	assert_int_equal(fake.closes, fake.opens);
+}
+
+/* The runtime can also come from $PINMEM_CUDART. */
+static void library_from_environment(void **state)
+{
+	struct pm_open_opts o = { .backend = PM_BACKEND_CUDA, .flags = PM_OPEN_NO_MODULE };
+	struct pm_ctx_info in;
+	struct pm_ctx *ctx;
+
+	setenv("PINMEM_CUDART", stub_path, 1);
+	assert_int_equal(pm_open_sys(&ctx, &o, &fake_ops), 0);
+	unsetenv("PINMEM_CUDART");
+	pm_ctx_info(ctx, &in);
+	assert_string_equal(in.backend, "cuda");
+	pm_close(ctx);
+}
+
+static void stream_on_chosen_device(void **state)
+{
+	struct pm_ctx *ctx;
+	const struct cudastub_call *c;
+	int i;
+
+	stub_reset(2, 0);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_CUDA, 1, NULL, 0), 0);
+	i = stub_find("cudaSetDevice", 0);
+	assert_true(i >= 0);
+	assert_int_equal(stub_log_at(i)->flags, 1);
+	i = stub_find("cudaStreamCreateWithFlags", i);
+	assert_true(i >= 0);
+	c = stub_log_at(i);
+	assert_int_equal(c->flags, cudaStreamNonBlocking);
+	assert_int_equal(stub_count("streams"), 1);
+	pm_close(ctx);
+	assert_int_equal(stub_count("streams"), 0);
+}
+
+/* Pinned first, then registered; unregistered first, then unpinned. */
+static void registration_order(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	struct pm_buf *b;
+	const struct cudastub_call *c;
+	int pin, reg, unreg, unpin;
+	void *p;
+
+	assert_int_equal(pm_buf_alloc(ctx, 2 * MiB, NULL, &b), 0);
+	assert_true(pm_buf_backend_registered(b));
+	p = pm_buf_ptr(b);
+	pin = stub_find("pin", 0);
+	reg = stub_find("cudaHostRegister", 0);
+	assert_true(pin >= 0 && reg > pin);
+	c = stub_log_at(reg);
+	assert_ptr_equal(c->a, p);
+	assert_int_equal(c->len, 2 * MiB);
+	assert_int_equal(c->flags, cudaHostRegisterPortable);
+	assert_int_equal(c->ret, cudaSuccess);
+	assert_int_equal(stub_count("registrations"), 1);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	unreg = stub_find("cudaHostUnregister", reg);
+	unpin = stub_find("unpin", reg);
+	assert_true(unreg > reg && unpin > unreg);
+	assert_ptr_equal(stub_log_at(unreg)->a, p);
+	assert_int_equal(stub_count("registrations"), 0);
+
+	/* mlock'd memory is registered the same way, after the mlock. */
+	fake.open_err = -ENOENT;
+	pm_close(ctx);
+	ctx = cuda_ctx();
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MLOCK);
+	assert_true(stub_find("cudaHostRegister", stub_find("mlock", 0)) > 0);
+	pm_close(ctx);
+	assert_true(stub_find("munlock", stub_find("cudaHostUnregister", 0)) > 0);
+	assert_int_equal(stub_count("registrations"), 0);
+}
+
+static void registration_failure_undoes_pin(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	struct pm_buf *b = (void *)1;
+	int maps = count_maps();
+
+	stub_fail("cudaHostRegister", 1, cudaErrorMemoryAllocation);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), -ENOMEM);
+	assert_null(b);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "registering 1.0 MiB with the cuda backend failed: cudaHostRegister: cudaErrorMemoryAllocation (2)");
+	assert_int_equal(fake.regions, 0);
+	assert_int_equal(fake.unpins, 1);
+	assert_int_equal(count_maps(), maps);
+	assert_int_equal(stub_count("registrations"), 0);
+	/* The same memory twice: the runtime's refusal becomes -EEXIST. */
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	{
+		struct pm_buf *b2;
+
+		assert_int_equal(pm_buf_pin_inplace(ctx, pm_buf_ptr(b), 4096, NULL, &b2), -EEXIST);
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "cudaErrorHostMemoryAlreadyRegistered"));
+	}
+	pm_close(ctx);
+}
+
+static void copies_events_and_reuse(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	uint8_t back[4096], *src;
+	uint64_t ev1, ev2;
+	struct pm_buf *b;
+	void *dev;
+	int creates;
+
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	src = pm_buf_ptr(b);
+	memset(src, 0x3c, 4096);
+	assert_int_equal(pm_dev_alloc(ctx, 4096, &dev), 0);
+	stub_hold(1);
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 4096, &ev1), 0);
+	assert_int_equal(stub_log_at(stub_find("cudaMemcpyAsync", 0))->flags,
+			 cudaMemcpyHostToDevice);
+	assert_true(stub_find("cudaEventRecord", stub_find("cudaMemcpyAsync", 0)) > 0);
+	assert_int_equal(pm_event_query(ctx, ev1), 0);
+	stub_complete();
+	assert_int_equal(pm_event_query(ctx, ev1), 1);
+	assert_int_equal(pm_copy_d2h(ctx, back, dev, 4096), 0);
+	assert_memory_equal(back, src, 4096);
+	assert_int_equal(pm_event_release(ctx, ev1), 0);
+
+	/* The slot is reused under a new name; the old name stays dead. */
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 4096, &ev2), 0);
+	assert_true(ev2 != ev1);
+	assert_int_equal(pm_event_query(ctx, ev1), -EINVAL);
+	assert_int_equal(pm_event_query(ctx, ev2), 0);
+	assert_int_equal(pm_event_wait(ctx, ev2), 0);
+	assert_int_equal(pm_event_query(ctx, ev2), 1);
+	creates = 0;
+	for (int i = stub_find("cudaEventCreateWithFlags", 0); i >= 0;
+	     i = stub_find("cudaEventCreateWithFlags", i + 1)) {
+		assert_int_equal(stub_log_at(i)->flags, cudaEventDisableTiming);
+		creates++;
+	}
+	assert_int_equal(creates, 1);
+	assert_int_equal(stub_count("unregistered_copies"), 0);
+	pm_close(ctx);
+	assert_int_equal(stub_count("events"), 0);
+	assert_int_equal(stub_count("allocs"), 0);
+	assert_int_equal(stub_count("registrations"), 0);
+}
+
+static void cuda_errors_become_errno(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	uint8_t src[64];
+	uint64_t ev = 0, ev2;
+	void *dev;
+	int records;
+
+	assert_int_equal(pm_dev_alloc(ctx, 64, &dev), 0);
+	stub_fail("cudaMalloc", 1, cudaErrorMemoryAllocation);
+	assert_int_equal(pm_dev_alloc(ctx, 64, &dev), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pm_dev_alloc on the cuda backend failed: cudaMalloc: cudaErrorMemoryAllocation (2)");
+
+	/* A refused copy records no event and holds no event slot. */
+	stub_fail("cudaMemcpyAsync", 1, cudaErrorInvalidValue);
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 64, &ev), -EINVAL);
+	assert_int_equal(ev, 0);
+	assert_int_equal(stub_find("cudaEventRecord", 0), -1);
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 64, &ev2), 0);
+	assert_int_equal(ev2 & 0xffffffffu, 1);
+	records = stub_find("cudaEventRecord", 0);
+	assert_true(records >= 0);
+
+	/* An asynchronous failure surfaces from query and wait. */
+	stub_fail("cudaEventQuery", 1, cudaErrorIllegalAddress);
+	assert_int_equal(pm_event_query(ctx, ev2), -EIO);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pm_event_query on the cuda backend failed: cudaEventQuery: cudaErrorIllegalAddress (700)");
+	stub_fail("cudaEventSynchronize", 1, cudaErrorIllegalAddress);
+	assert_int_equal(pm_event_wait(ctx, ev2), -EIO);
+	assert_int_equal(pm_event_release(ctx, ev2), 0);
+
+	assert_int_equal(pm_dev_free(ctx, src), -EINVAL);
+	assert_int_equal(pm_dev_free(ctx, dev), 0);
+	assert_int_equal(stub_count("allocs"), 0);
+	pm_close(ctx);
+}
+
+/* pm_close: wait for the stream, then free events, memory, the stream. */
+static void teardown_order(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	uint8_t src[64] = { 1 };
+	uint64_t ev;
+	void *dev;
+	int sync, destroy;
+
+	assert_int_equal(pm_dev_alloc(ctx, 64, &dev), 0);
+	stub_hold(1);
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 64, &ev), 0);
+	pm_close(ctx);
+	sync = stub_find("cudaStreamSynchronize", 0);
+	destroy = stub_find("cudaStreamDestroy", 0);
+	assert_true(sync >= 0 && destroy > sync);
+	assert_true(stub_find("cudaFree", sync) > sync);
+	assert_true(stub_find("cudaEventDestroy", sync) > sync);
+	assert_int_equal(stub_count("events"), 0);
+	assert_int_equal(stub_count("allocs"), 0);
+	assert_int_equal(stub_count("streams"), 0);
+}
+
+#define LOAD(var, name)							\
+	do {								\
+		var = dlsym(h, name);					\
+		if (!var) {						\
+			fprintf(stderr, "%s: no %s\n", stub_path, name);	\
+			return 1;					\
+		}							\
+	} while (0)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(auto_without_gpu_uses_host, setup),
+		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
+		cmocka_unit_test_setup(library_from_environment, setup),
+		cmocka_unit_test_setup(stream_on_chosen_device, setup),
+		cmocka_unit_test_setup(registration_order, setup),
+		cmocka_unit_test_setup(registration_failure_undoes_pin, setup),
+		cmocka_unit_test_setup(copies_events_and_reuse, setup),
+		cmocka_unit_test_setup(cuda_errors_become_errno, setup),
+		cmocka_unit_test_setup(teardown_order, setup),
+	};
+	void *h;
+	int r;
+
+	stub_path = getenv("PM_TEST_CUDA_STUB");
+	if (!stub_path) {
+		fprintf(stderr, "test_backend_cuda: set PM_TEST_CUDA_STUB to the stand-in (make unit-check does)\n");
+		return 1;
+	}
+	/* Held open across contexts, so its state outlives each pm_close. */
+	h = dlopen(stub_path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "%s\n", dlerror());
+		return 1;
+	}
+	LOAD(stub_reset, "cudastub_reset");
+	LOAD(stub_fail, "cudastub_fail");
+	LOAD(stub_hold, "cudastub_hold");
+	LOAD(stub_complete, "cudastub_complete");
+	LOAD(stub_mark, "cudastub_mark");
+	LOAD(stub_log_at, "cudastub_log_at");
+	LOAD(stub_find, "cudastub_find");
+	LOAD(stub_count, "cudastub_count");
+	r = cmocka_run_group_tests(tests, NULL, NULL);
+	stub_reset(0, 0);
+	dlclose(h);
+	return r;
+}
