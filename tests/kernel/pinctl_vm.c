@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pinctl against the real module, inside the test VM.  This program is also
+ * pinctl (called with argv[0] "pinctl" it runs pinctl's main), so the VM
+ * needs no second binary; each case runs it through exec like a user would.
+ *
+ *  - status (text, JSON, Prometheus, STATS ioctl) shows a process's region
+ *    with the right size, owner and command; top and doctor run;
+ *  - limits set by root take effect (parameters, GET_LIMITS, a refused pin),
+ *    by a user without CAP_SYS_ADMIN are refused with nothing changed, and
+ *    bad input changes nothing;
+ *  - with the module unloaded, the kernel-counter view matches /proc/vmstat,
+ *    /proc/meminfo and a process's VmLck; then the module is loaded again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "pinctl.h"
+
+#define USER_UID	1000
+#define USER_NAME	"pmuser"
+#define PIN_BYTES	(8 * KT_MIB)
+#define LOCK_BYTES	(4 * KT_MIB)
+#define ALL_CAPS	((1ULL << (CAP_LAST_CAP + 1)) - 1)
+#define OUT_MAX		(256 * 1024)
+
+static char out[OUT_MAX], err[OUT_MAX];
+
+static int slurp(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n, total = 0;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return -errno;
+	while ((n = read(fd, buf + total, len - 1 - (size_t)total)) > 0)
+		total += n;
+	buf[total] = '\0';
+	close(fd);
+	return 0;
+}
+
+/*
+ * Run "pinctl ARGS..." as @uid with @caps (uid 0 and ALL_CAPS: plain root);
+ * stdout and stderr land in out/err.  Returns the exit status.
+ */
+static int pinctl(uid_t uid, uint64_t caps, ...)
+{
+	char *argv[32] = { "pinctl" };
+	int argc = 1, status;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, caps);
+	while (argc < 31 && (argv[argc] = va_arg(ap, char *)))
+		argc++;
+	va_end(ap);
+	argv[argc] = NULL;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		kt_bail("fork: %s", strerror(errno));
+	if (!pid) {
+		int o = open("/tmp/pinctl-vm.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = open("/tmp/pinctl-vm.err", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+			_exit(126);
+		if ((uid || caps != ALL_CAPS) && kt_become(uid, caps))
+			_exit(125);
+		/* static binary: no NSS, read the VM's passwd file directly */
+		setenv("PINCTL_PASSWD", "/etc/passwd", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		kt_bail("waitpid: %s", strerror(errno));
+	slurp("/tmp/pinctl-vm.out", out, sizeof(out));
+	slurp("/tmp/pinctl-vm.err", err, sizeof(err));
+	if (!WIFEXITED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+#define ROOT 0, ALL_CAPS
+#define USER USER_UID, 0
+
+/* Value of the Prometheus series @series ("name{labels}") in out, or -1. */
+static long long prom(const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (!strncmp(p, series, n) && p[n] == ' ')
+			return strtoll(p + n + 1, NULL, 10);
+	return -1;
+}
+
+static int has(const char *buf, const char *s)
+{
+	return strstr(buf, s) != NULL;
+}
+
+static int one_line(const char *buf)
+{
+	const char *nl = strchr(buf, '\n');
+
+	return nl && !nl[1];
+}
+
+/* Print pinctl's output as TAP comments, for the log (and the README). */
+static void show(const char *title)
+{
+	char *save = NULL, *copy = strdup(out);
+
+	printf("# --- %s\n", title);
+	for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+		printf("#   %s\n", l);
+	free(copy);
+}
+
+/* A child that pins @len bytes as USER_UID, named pctl-pinner, until released. */
+struct holder {
+	pid_t pid;
+	int release;	/* write end: closing it lets the child go */
+};
+
+static void holder_start(struct holder *h, size_t len, bool pin)
+{
+	int ready[2], go[2];
+	char status = 1;
+
+	if (pipe(ready) || pipe(go))
+		kt_bail("pipe: %s", strerror(errno));
+	fflush(stdout);
+	h->pid = fork();
+	if (h->pid < 0)
+		kt_bail("fork: %s", strerror(errno));
+	if (!h->pid) {
+		struct rlimit rl = { 64 * KT_MIB, 64 * KT_MIB };
+		char c = 0, dummy;
+		void *buf;
+		int fd;
+
+		close(ready[0]);
+		close(go[1]);
+		prctl(PR_SET_NAME, pin ? "pctl-pinner" : "pctl-locker");
+		buf = kt_map(len, 1);
+		if (pin) {
+			if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_become(USER_UID, 0))
+				c = 2;
+			fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
+			if (!c && (fd < 0 || kt_pin(fd, buf, len, NULL)))
+				c = 3;
+		} else if (mlock(buf, len)) {
+			c = 4;
+		}
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		while (read(go[0], &dummy, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	h->release = go[1];
+	if (read(ready[0], &status, 1) != 1)
+		status = 5;
+	close(ready[0]);
+	if (status)
+		kt_bail("%s child failed (%d)", pin ? "pinning" : "mlocking", status);
+}
+
+static void holder_stop(struct holder *h)
+{
+	int st;
+
+	close(h->release);
+	waitpid(h->pid, &st, 0);
+}
+
+/* A pin of @len bytes by USER_UID, in a child; 0 or -errno. */
+static int user_pin(void *arg)
+{
+	size_t len = *(size_t *)arg;
+	void *buf = kt_map(len, 1);
+	int fd = kt_open(), ret = kt_pin(fd, buf, len, NULL);
+
+	close(fd);
+	return ret == -EDQUOT ? 0 : 1;
+}
+
+static void status_views(const struct holder *h)
+{
+	char series[256];
+	int rc;
+
+	rc = pinctl(ROOT, "status", NULL);
+	kt_eq(rc, 0, "status exits 0");
+	show("pinctl status (8 MiB pinned by pmuser's pctl-pinner)");
+	snprintf(series, sizeof(series), "%8d %-16s %-16s %8d %11s", h->pid, USER_NAME,
+		 "pctl-pinner", 1, "8 MiB");
+	kt_ok(has(out, series), "status lists pid %d, pmuser, pctl-pinner, 1 region, 8 MiB", h->pid);
+	kt_ok(has(out, "budgets enforced"), "status says budgets are enforced");
+
+	rc = pinctl(ROOT, "status", "--prometheus", NULL);
+	kt_eq(rc, 0, "status --prometheus exits 0");
+	snprintf(series, sizeof(series),
+		 "pinmem_process_pinned_bytes{pid=\"%d\",uid=\"%d\",user=\"%s\",comm=\"pctl-pinner\"}",
+		 h->pid, USER_UID, USER_NAME);
+	kt_eq(prom(series), PIN_BYTES, "prometheus: the process pinned 8 MiB");
+	snprintf(series, sizeof(series),
+		 "pinmem_process_regions{pid=\"%d\",uid=\"%d\",user=\"%s\",comm=\"pctl-pinner\"}",
+		 h->pid, USER_UID, USER_NAME);
+	kt_eq(prom(series), 1, "prometheus: in one region");
+	kt_eq(prom("pinmem_user_pinned_bytes{uid=\"1000\",user=\"pmuser\"}"), PIN_BYTES,
+	      "prometheus: charged to pmuser");
+	kt_eq(prom("pinmem_pinned_bytes"), PIN_BYTES, "prometheus: global pinned 8 MiB");
+	kt_eq(prom("pinmem_module_loaded"), 1, "prometheus: module loaded");
+
+	rc = pinctl(ROOT, "status", "--json", NULL);
+	kt_eq(rc, 0, "status --json exits 0");
+	snprintf(series, sizeof(series), "\"pid\": %d,\n      \"uid\": %d,\n      \"user\": \"%s\",\n"
+		 "      \"comm\": \"pctl-pinner\",\n      \"regions\": 1,\n      \"pinned_bytes\": %lu,",
+		 h->pid, USER_UID, USER_NAME, PIN_BYTES);
+	kt_ok(has(out, series), "json: the process, its owner and 8 MiB");
+
+	rc = pinctl(ROOT, "status", "--source", "ioctl", "--prometheus", NULL);
+	kt_eq(rc, 0, "status --source ioctl exits 0");
+	kt_eq(prom("pinmem_pinned_bytes"), PIN_BYTES, "STATS ioctl: global pinned 8 MiB");
+
+	rc = pinctl(USER, "status", NULL);
+	kt_eq(rc, 0, "status as pmuser exits 0");
+	kt_ok(has(out, "pctl-pinner"), "pmuser sees the process too");
+
+	rc = pinctl(ROOT, "top", "-n", "2", "-d", "0.1", NULL);
+	kt_eq(rc, 0, "top -n 2 exits 0");
+	kt_ok(has(out, "refresh 1\n") && has(out, "refresh 2\n") && !has(out, "refresh 3"),
+	      "top printed two frames");
+
+	rc = pinctl(USER, "doctor", NULL);
+	show("pinctl doctor (as pmuser)");
+	kt_ok(has(out, "[ ok ] module    pinmem loaded, ABI 1."), "doctor: module ok");
+	kt_ok(has(out, "[ ok ] device    /dev/pinmem"), "doctor: pmuser may open /dev/pinmem");
+	kt_eq(rc, 0, "doctor exits 0 (no FAIL)");
+}
+
+static void limits_cases(void)
+{
+	uint64_t g = kt_param("global_limit"), d = kt_param("default_user_limit");
+	struct pinmem_limits lim;
+	size_t len = 12 * KT_MIB;
+	int rc, fd;
+
+	/* refused: bad input, no CAP_SYS_ADMIN (a user, and root without it) */
+	rc = pinctl(ROOT, "limits", "set", "--global", "12Q", NULL);
+	kt_eq(rc, 2, "limits set --global 12Q: usage error");
+	kt_ok(one_line(err) && !out[0], "one line on stderr: %s", err);
+	rc = pinctl(ROOT, "limits", "set", "--global", "1G", "--user", "nosuchuser=1G", NULL);
+	kt_eq(rc, 2, "limits set --user nosuchuser=1G: usage error");
+	rc = pinctl(USER, "limits", "set", "--global", "1G", "--user", "pmuser=1G", NULL);
+	kt_eq(rc, 1, "limits set as pmuser fails");
+	kt_ok(one_line(err) && has(err, "CAP_SYS_ADMIN") && has(err, "nothing changed"),
+	      "pmuser is told: %s", err);
+	rc = pinctl(0, ALL_CAPS & ~(1ULL << CAP_SYS_ADMIN), "limits", "set", "--global", "1G", NULL);
+	kt_eq(rc, 1, "limits set as root without CAP_SYS_ADMIN fails");
+	kt_eq(kt_param("global_limit"), g, "global limit unchanged");
+	kt_eq(kt_param("default_user_limit"), d, "default user limit unchanged");
+
+	/* root: one call for global, default and the first user */
+	rc = pinctl(ROOT, "limits", "set", "--global", "64M", "--user", "pmuser=16M",
+		    "--default-user", "32M", "--enforce-rlimit", "on", NULL);
+	kt_eq(rc, 0, "limits set by root exits 0");
+	kt_ok(has(out, "set global 64 MiB, default-user 32 MiB, enforce-rlimit on, user pmuser (uid 1000) 16 MiB"),
+	      "it says what it set: %s", out);
+	kt_eq(kt_param("global_limit"), 64 * KT_MIB, "global_limit parameter is 64 MiB");
+	kt_eq(kt_param("default_user_limit"), 32 * KT_MIB, "default_user_limit is 32 MiB");
+	fd = kt_open();
+	kt_eq(kt_get_limits(fd, USER_UID, &lim), 0, "GET_LIMITS");
+	close(fd);
+	kt_eq(lim.user_limit, 16 * KT_MIB, "pmuser's limit is 16 MiB");
+	kt_ok(lim.user_flags & PINMEM_USER_OVERRIDDEN, "as an override");
+	/* 8 MiB held + 12 MiB > 16 MiB: the user budget refuses */
+	kt_eq(kt_run_as(USER_UID, 0, user_pin, &len), 0, "a 12 MiB pin of pmuser is refused (EDQUOT)");
+
+	rc = pinctl(ROOT, "limits", NULL);
+	kt_eq(rc, 0, "limits exits 0");
+	show("pinctl limits");
+	kt_ok(has(out, "global limit        64 MiB") && has(out, "pmuser (uid 1000) 16 MiB"),
+	      "limits shows them");
+	rc = pinctl(ROOT, "status", "--prometheus", NULL);
+	kt_eq(prom("pinmem_user_limit_bytes{uid=\"1000\",user=\"pmuser\"}"), 16 * KT_MIB,
+	      "status shows pmuser's 16 MiB limit");
+	kt_ok(prom("pinmem_user_refused_total{uid=\"1000\",user=\"pmuser\",reason=\"user\"}") >= 1,
+	      "and the refusal");
+	rc = pinctl(ROOT, "status", NULL);
+	show("pinctl status (after limits set and a refused pin)");
+
+	/* back: --clear-user and the saved numbers, through pinctl */
+	char gs[32], ds[32];
+
+	snprintf(gs, sizeof(gs), "%llu", (unsigned long long)g);
+	snprintf(ds, sizeof(ds), "%llu", (unsigned long long)d);
+	rc = pinctl(ROOT, "limits", "set", "--global", g == PINMEM_UNLIMITED ? "unlimited" : gs,
+		    "--default-user", d == PINMEM_UNLIMITED ? "unlimited" : ds,
+		    "--clear-user", "pmuser", NULL);
+	kt_eq(rc, 0, "limits set back: %s", err);
+	kt_eq(kt_param("global_limit"), g, "global limit restored");
+	kt_eq(kt_param("default_user_limit"), d, "default user limit restored");
+	fd = kt_open();
+	kt_get_limits(fd, USER_UID, &lim);
+	close(fd);
+	kt_ok(!(lim.user_flags & PINMEM_USER_OVERRIDDEN), "pmuser's override cleared");
+}
+
+static long long vmstat_pinned(void)
+{
+	long long a = kt_vmstat("nr_foll_pin_acquired"), r = kt_vmstat("nr_foll_pin_released");
+
+	return a < 0 || r < 0 ? -1 : (a - r) * (long long)KT_PAGE;
+}
+
+static long long mlocked(void)
+{
+	char buf[8192];
+	uint64_t v = 0;
+
+	if (slurp("/proc/meminfo", buf, sizeof(buf)) || pctl_kv_kb(buf, "Mlocked", &v))
+		return -1;
+	return (long long)v;
+}
+
+static void no_module_view(void)
+{
+	struct holder locker;
+	char series[256];
+	long long foll = -2, ml = -2, f0, m0;
+	int rc = 0, tries;
+
+	kt_eq(syscall(SYS_delete_module, "pinmem", O_NONBLOCK), 0, "unload pinmem");
+	kt_ok(access(PINMEM_STATS_PATH, F_OK) && access(PINMEM_DEVICE, F_OK), "module gone");
+	holder_start(&locker, LOCK_BYTES, false);
+	/* the counters must not move while pinctl reads them */
+	for (tries = 0; tries < 5; tries++) {
+		f0 = vmstat_pinned();
+		m0 = mlocked();
+		rc = pinctl(ROOT, "status", "--prometheus", NULL);
+		foll = prom("pinmem_machine_foll_pin_bytes");
+		ml = prom("pinmem_machine_mlocked_bytes");
+		if (f0 == vmstat_pinned() && m0 == mlocked())
+			break;
+	}
+	kt_eq(rc, 0, "status without the module exits 0");
+	kt_eq(prom("pinmem_module_loaded"), 0, "module_loaded 0");
+	kt_eq(foll, f0, "FOLL_PIN bytes = (acquired - released) pages of /proc/vmstat");
+	kt_eq(ml, m0, "Mlocked = /proc/meminfo");
+	snprintf(series, sizeof(series),
+		 "pinmem_process_vmlck_bytes{pid=\"%d\",uid=\"0\",user=\"root\",comm=\"pctl-locker\"}",
+		 locker.pid);
+	kt_eq(prom(series), (long long)LOCK_BYTES, "the locker's VmLck is 4 MiB");
+	kt_ok(kt_vmpin_kb(locker.pid) == 0, "and its VmPin 0");
+
+	rc = pinctl(ROOT, "status", NULL);
+	kt_eq(rc, 0, "status text without the module");
+	show("pinctl status (no module; pctl-locker mlocked 4 MiB)");
+	kt_ok(has(out, "budgets are NOT enforced"), "says budgets are not enforced");
+	snprintf(series, sizeof(series), "%8d %-16s %-16s %11s %11s", locker.pid, "root",
+		 "pctl-locker", "0 B", "4 MiB");
+	kt_ok(has(out, series), "lists the locker with VmLck 4 MiB");
+	holder_stop(&locker);
+
+	rc = pinctl(ROOT, "limits", "set", "--global", "1G", NULL);
+	kt_eq(rc, 1, "limits set without the module fails");
+	kt_ok(one_line(err) && has(err, "not loaded"), "and says: %s", err);
+	rc = pinctl(ROOT, "doctor", NULL);
+	kt_eq(rc, 1, "doctor without the module exits 1");
+	kt_ok(has(out, "[FAIL] module"), "doctor names the module");
+}
+
+static void reload(void)
+{
+	int fd = open("/pinmem.ko", O_RDONLY | O_CLOEXEC);
+
+	kt_ok(fd >= 0, "open /pinmem.ko");
+	kt_eq(fd < 0 ? -1 : syscall(SYS_finit_module, fd, "", 0), 0, "load pinmem again");
+	if (fd >= 0)
+		close(fd);
+	/* as tests/vm/init.sh and the udev rule do */
+	kt_eq(chown(PINMEM_DEVICE, 0, KT_PINMEM_GID) || chmod(PINMEM_DEVICE, 0660), 0,
+	      "/dev/pinmem root:pinmem 0660");
+}
+
+int main(int argc, char **argv)
+{
+	struct holder pinner;
+	const char *base = strrchr(argv[0], '/');
+
+	if (!strcmp(base ? base + 1 : argv[0], "pinctl"))
+		return pctl_main(argc, argv);
+
+	kt_limits_save();
+	kt_limits_open();
+	holder_start(&pinner, PIN_BYTES, true);
+	status_views(&pinner);
+	limits_cases();
+	holder_stop(&pinner);
+	kt_limits_restore();
+	no_module_view();
+	reload();
+	return kt_done();
+}
