@@ -113,7 +113,8 @@ struct pm_stream {
 
 	pthread_mutex_t lock;
 	pthread_cond_t reader_cv, consumer_cv;
-	bool stop;		/* destroy, or a failed batch under PM_ON_ERROR_STOP */
+	bool stop;		/* destroy: finish what is in flight, nothing more */
+	bool halt;		/* a batch failed under PM_ON_ERROR_STOP: start no new batch */
 	bool reader_exited;
 	int reader_err;
 	uint32_t ahead;		/* batches started, not yet handed out */
@@ -275,7 +276,7 @@ static struct slot *free_slot(struct pm_stream *s)
 
 static bool can_start(struct pm_stream *s)
 {
-	return !stopping(s) && !s->plan_done && s->ahead < s->o.prefetch &&
+	return !stopping(s) && !s->halt && !s->plan_done && s->ahead < s->o.prefetch &&
 	       free_slot(s);
 }
 
@@ -350,7 +351,7 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 	}
 	sl->state = sl->err ? SLOT_FAILED : s->backend ? SLOT_COPYING : SLOT_READY;
 	if (sl->err && s->o.on_error == PM_ON_ERROR_STOP)
-		set_stop(s);
+		s->halt = true;		/* batches before this one still arrive */
 	pthread_cond_broadcast(&s->consumer_cv);
 	if (!locked)
 		pthread_mutex_unlock(&s->lock);
@@ -590,11 +591,11 @@ static void *reader_main(void *arg)
 		if (!r->inflight) {
 			uint64_t t0;
 
-			if (s->stop || (s->plan_done && !s->filling))
+			if (s->stop || ((s->plan_done || s->halt) && !s->filling))
 				break;
 			/* nothing in flight and nothing to start: all slots busy */
 			t0 = now_ns();
-			while (!can_start(s) && !s->stop && !s->plan_done)
+			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt)
 				pthread_cond_wait(&s->reader_cv, &s->lock);
 			s->reader_wait_ns += now_ns() - t0;
 			continue;
@@ -664,7 +665,7 @@ static struct slot *pick(struct pm_stream *s)
 
 static bool stream_over(struct pm_stream *s)
 {
-	if (!(s->plan_done || s->stop || s->reader_exited) || s->filling)
+	if (!(s->plan_done || s->halt || s->reader_exited) || s->filling)
 		return false;
 	for (uint32_t i = 0; i < s->nslots; i++)
 		if (in_flight(&s->slots[i]))
@@ -753,7 +754,7 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 				continue;
 			}
 			s->sticky_err = ret;
-			set_stop(s);
+			s->halt = true;
 			pthread_cond_broadcast(&s->reader_cv);
 			break;
 		}

@@ -1,0 +1,1068 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/stream.c and lib/reader.c: every delivered byte equals the file's, in
+ * every mode (buffered, O_DIRECT, chunked, shuffled, sharded, epochs, as
+ * completed), slots are never reused under a batch the consumer holds, and
+ * every bad input (missing files, items past the end, files that shrink,
+ * EIO, crc mismatch, items larger than a slot) fails the batch with a
+ * sentence naming the item, stopping or skipping as asked.
+ *
+ * Test files live next to the test binary ($(O)/unit/ on the checkout's file
+ * system), not in /tmp, which may be a tmpfs without O_DIRECT; the O_DIRECT
+ * cases check which mode they actually got.
+ *
+ * Built a second time with PM_TEST_MODULE ($(O)/vm/test_stream_module) to run
+ * in the VM against the real /dev/pinmem instead of the stand-in module.
+ */
+#include <dlfcn.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pm_test.h"
+#include "pinmem_stream.h"
+#include "cudastub.h"
+
+#define NFILES 3
+
+struct tfile {
+	char path[PATH_MAX];
+	unsigned char *data;
+	size_t size;
+};
+
+static char dir[PATH_MAX - 64];
+static struct tfile tf[NFILES];
+static const size_t tf_size[NFILES] = { (3 << 20) + 777, (1 << 20) + 5, 5000 };
+
+/* --- fixtures --- */
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)(x >> 24);
+	}
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	assert_int_equal(fsync(fd), 0);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	if (strlen(exe) + 32 > sizeof(dir))
+		return -1;
+	snprintf(dir, sizeof(dir), "%s/stream-test.XXXXXX", dirname(exe));
+	if (!mkdtemp(dir))
+		return -1;
+	for (int i = 0; i < NFILES; i++) {
+		snprintf(tf[i].path, sizeof(tf[i].path), "%s/f%d.bin", dir, i);
+		tf[i].size = tf_size[i];
+		tf[i].data = malloc(tf[i].size);
+		fill(tf[i].data, tf[i].size, i + 1);
+		write_file(tf[i].path, tf[i].data, tf[i].size);
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	for (int i = 0; i < NFILES; i++)
+		free(tf[i].data);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) ? -1 : 0;
+}
+
+/* Does the test directory's file system take O_DIRECT? (the library decides alone) */
+static bool fs_direct(void)
+{
+	struct statx stx;
+	int fd = open(tf[0].path, O_RDONLY | O_DIRECT);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	if (statx(AT_FDCWD, tf[0].path, 0, STATX_DIOALIGN, &stx))
+		return false;
+	return !(stx.stx_mask & STATX_DIOALIGN) || stx.stx_dio_offset_align;
+}
+
+static struct pm_ctx *open_ctx(enum pm_backend_kind be)
+{
+#ifdef PM_TEST_MODULE
+	struct pm_open_opts o = { .flags = PM_OPEN_REQUIRE_MODULE, .backend = be };
+	struct pm_ctx *ctx = NULL;
+
+	assert_int_equal(pm_open(&ctx, &o), 0);
+	return ctx;
+#else
+	fake_reset();
+	return fake_ctx(0, be);
+#endif
+}
+
+static void close_ctx(struct pm_ctx *ctx)
+{
+	pm_close(ctx);
+#ifndef PM_TEST_MODULE
+	assert_int_equal(fake.regions, 0);	/* every slot buffer unpinned */
+#endif
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static struct pm_manifest *new_manifest(void)
+{
+	struct pm_manifest *m;
+
+	assert_int_equal(pm_manifest_create(&m), 0);
+	return m;
+}
+
+static void add(struct pm_manifest *m, int f, uint64_t off, uint64_t len)
+{
+	assert_int_equal(pm_manifest_add(m, tf[f].path, off, len, false, 0, NULL, 0), 0);
+}
+
+/* n items of random files, offsets and lengths (1..maxlen), unaligned. */
+static struct pm_manifest *random_items(size_t n, uint64_t seed, uint64_t maxlen)
+{
+	struct pm_manifest *m = new_manifest();
+	uint64_t x = seed * 2654435761u + 7;
+
+	for (size_t i = 0; i < n; i++) {
+		int f;
+		uint64_t len, off;
+
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		f = (int)((x >> 33) % NFILES);
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		len = 1 + (x >> 33) % (maxlen < tf[f].size ? maxlen : tf[f].size);
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		off = (x >> 33) % (tf[f].size - len + 1);
+		add(m, f, off, len);
+	}
+	return m;
+}
+
+static const struct tfile *file_of(const struct pm_manifest *m, uint32_t path_id)
+{
+	const char *p = pm_manifest_path(m, path_id);
+
+	for (int i = 0; i < NFILES; i++)
+		if (!strcmp(p, tf[i].path))
+			return &tf[i];
+	fail_msg("unknown path %s", p);
+	return NULL;
+}
+
+/* Every item of the batch equals the file, in host memory and on the "device". */
+static void check_batch(const struct pm_manifest *m, const struct pm_batch *b)
+{
+	uint64_t bytes = 0;
+
+	for (uint32_t i = 0; i < b->nitems; i++) {
+		const struct pm_batch_item *it = &b->items[i];
+		const struct tfile *t = file_of(m, it->path_id);
+		struct pm_item mi;
+
+		assert_int_equal(pm_manifest_item(m, it->index, &mi), 0);
+		assert_int_equal(mi.offset, it->file_offset);
+		assert_int_equal(mi.length, it->length);
+		assert_true(it->slot_offset + it->length <= b->span);
+		assert_memory_equal((char *)b->host + it->slot_offset,
+				    t->data + it->file_offset, it->length);
+		if (b->dev)
+			assert_memory_equal((char *)b->dev + it->slot_offset,
+					    t->data + it->file_offset, it->length);
+		bytes += it->length;
+	}
+	assert_int_equal(bytes, b->bytes);
+}
+
+/* Take every batch; counts[i] += deliveries of item i; returns batches. */
+static uint64_t consume(struct pm_stream *s, const struct pm_manifest *m,
+			uint32_t *counts, uint64_t *order, size_t *norder)
+{
+	struct pm_batch *b;
+	uint64_t n = 0, seq = 0;
+	int ret;
+
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		check_batch(m, b);
+		if (counts)
+			for (uint32_t i = 0; i < b->nitems; i++)
+				counts[b->items[i].index]++;
+		if (order)
+			for (uint32_t i = 0; i < b->nitems; i++)
+				order[(*norder)++] = b->items[i].index;
+		assert_true(b->seq >= seq);	/* in order; skipped batches leave gaps */
+		seq = b->seq + 1;
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	if (ret)
+		fail_msg("stream failed: %d %s", ret, pm_stream_error(s));
+	/* the end is sticky */
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_null(b);
+	return n;
+}
+
+/* --- every byte right --- */
+
+static void stream_all(enum pm_direct direct, enum pm_backend_kind be, uint32_t chunk,
+		       bool expect_direct)
+{
+	struct pm_ctx *ctx = open_ctx(be);
+	struct pm_manifest *m = random_items(300, direct + 1, 200000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream_file f;
+	struct pm_stream *s;
+	uint32_t *counts = calloc(300, sizeof(*counts));
+	int fds = count_fds();
+
+	pm_stream_opts_init(&o);
+	o.direct = direct;
+	o.batch_bytes = 1 << 20;
+	o.slots = 3;
+	o.qd = 8;
+	o.chunk_bytes = chunk;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	for (uint32_t i = 0; i < pm_stream_nfiles(s); i++) {
+		assert_int_equal(pm_stream_file(s, i, &f), 0);
+		assert_int_equal(f.direct, expect_direct);
+		if (f.direct)
+			assert_string_equal(f.note, "");
+		else
+			assert_true(f.note[0]);
+	}
+	assert_int_equal(pm_stream_file(s, 99, &f), -ERANGE);
+	consume(s, m, counts, NULL, NULL);
+	for (size_t i = 0; i < 300; i++)
+		assert_int_equal(counts[i], 1);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.items, 300);
+	assert_int_equal(st.bytes, pm_manifest_bytes(m));
+	assert_int_equal(st.files_direct, expect_direct ? NFILES : 0);
+	assert_int_equal(st.failed_batches, 0);
+	assert_true(st.read_bytes >= st.bytes);
+	assert_true(st.read_lat.p50 > 0 && st.read_lat.p50 <= st.read_lat.p99 &&
+		    st.read_lat.p99 <= st.read_lat.max);
+	if (be != PM_BACKEND_NONE)
+		assert_true(st.copy_lat.max > 0);
+	assert_true(st.elapsed_s > 0);
+	pm_stream_destroy(s);
+	assert_int_equal(count_fds(), fds);	/* every file closed */
+	free(counts);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_bytes_buffered(void **state)
+{
+	stream_all(PM_DIRECT_OFF, PM_BACKEND_HOST, 1 << 20, false);
+	stream_all(PM_DIRECT_OFF, PM_BACKEND_NONE, 4096, false);
+}
+
+static void test_bytes_direct(void **state)
+{
+	bool ok = fs_direct();
+
+	print_message("O_DIRECT on %s: %s\n", dir, ok ? "yes" : "no (buffered fallback checked)");
+	/* auto: O_DIRECT wherever the file system takes it, unaligned items and all */
+	stream_all(PM_DIRECT_AUTO, PM_BACKEND_HOST, 64 << 10, ok);
+	stream_all(PM_DIRECT_AUTO, PM_BACKEND_NONE, 4096, ok);
+	if (ok) {
+		stream_all(PM_DIRECT_ON, PM_BACKEND_HOST, 1 << 20, true);
+	} else {
+		struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+		struct pm_manifest *m = random_items(3, 1, 100);
+		struct pm_stream_opts o;
+		struct pm_stream *s;
+
+		pm_stream_opts_init(&o);
+		o.direct = PM_DIRECT_ON;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "O_DIRECT asked for but not possible"));
+		pm_manifest_destroy(m);
+		close_ctx(ctx);
+	}
+}
+
+/* Whole files split in chunks, items larger than a chunk, slot-sized batches. */
+static void test_large_items_chunks(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	uint32_t counts[4] = { 0 };
+	char err[256];
+
+	assert_int_equal(pm_manifest_add_file(m, tf[0].path, 0, err, sizeof(err)), 0);
+	assert_int_equal(pm_manifest_add_file(m, tf[1].path, 0, err, sizeof(err)), 0);
+	assert_int_equal(pm_manifest_add_file(m, tf[2].path, 0, err, sizeof(err)), 0);
+	add(m, 0, 12345, 2 << 20);
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 4 << 20;	/* f0 (3 MiB) alone, then f1 + f2 + the 2 MiB item */
+	o.chunk_bytes = 128 << 10;
+	o.qd = 4;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(consume(s, m, counts, NULL, NULL), 2);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(counts[i], 1);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_batch_boundaries(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(100, 11, 30000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	uint64_t next_index = 0;
+
+	/* by count: batches of exactly 7 (the last of 2), in manifest order */
+	pm_stream_opts_init(&o);
+	o.batch_items = 7;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	for (int n = 0; !pm_stream_next(s, &b) && b; n++) {
+		check_batch(m, b);
+		assert_int_equal(b->nitems, n < 14 ? 7 : 2);
+		for (uint32_t i = 0; i < b->nitems; i++)
+			assert_int_equal(b->items[i].index, next_index++);
+		pm_stream_release(s, b);
+	}
+	assert_int_equal(next_index, 100);
+	pm_stream_destroy(s);
+
+	/* by bytes: each batch fits its slot and the next item would not have */
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 65536;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	next_index = 0;
+	while (!pm_stream_next(s, &b) && b) {
+		struct pm_item nx;
+
+		check_batch(m, b);
+		assert_true(b->span <= 65536);
+		next_index += b->nitems;
+		if (next_index < 100) {
+			assert_int_equal(pm_manifest_item(m, next_index, &nx), 0);
+			assert_true(b->span + nx.length > 65536 - 8192);
+		}
+		pm_stream_release(s, b);
+	}
+	assert_int_equal(next_index, 100);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_epochs_shuffle(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_NONE);
+	struct pm_manifest *m = random_items(50, 3, 20000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	uint64_t a[150], b[150], c[150];
+	size_t na = 0, nb = 0, nc = 0;
+	uint32_t counts[50];
+
+	pm_stream_opts_init(&o);
+	o.epochs = 3;
+	o.shuffle = true;
+	o.seed = 1234;
+	o.batch_items = 4;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	consume(s, m, NULL, a, &na);
+	pm_stream_destroy(s);
+	assert_int_equal(na, 150);
+	/* each epoch is a permutation, and epochs differ */
+	for (int e = 0; e < 3; e++) {
+		memset(counts, 0, sizeof(counts));
+		for (int i = 0; i < 50; i++)
+			counts[a[e * 50 + i]]++;
+		for (int i = 0; i < 50; i++)
+			assert_int_equal(counts[i], 1);
+	}
+	assert_memory_not_equal(a, a + 50, 50 * sizeof(*a));
+	/* the same seed gives the same stream, another seed another */
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	consume(s, m, NULL, b, &nb);
+	pm_stream_destroy(s);
+	assert_memory_equal(a, b, sizeof(a));
+	o.seed = 1235;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	consume(s, m, NULL, c, &nc);
+	pm_stream_destroy(s);
+	assert_memory_not_equal(a, c, sizeof(a));
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_sharding_exactly_once(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(31, 5, 10000);
+	uint32_t counts[31] = { 0 };
+
+	for (uint32_t r = 0; r < 4; r++) {
+		struct pm_stream_opts o;
+		struct pm_stream_stats st;
+		struct pm_stream *s;
+
+		pm_stream_opts_init(&o);
+		o.rank = r;
+		o.world_size = 4;
+		o.shuffle = true;
+		o.seed = 77;
+		o.epochs = 2;
+		o.batch_items = 3;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		consume(s, m, counts, NULL, NULL);
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		assert_int_equal(st.items, 2 * (r < 3 ? 8 : 7));
+		assert_int_equal(st.total_items, st.items);
+		pm_stream_destroy(s);
+	}
+	for (int i = 0; i < 31; i++)
+		assert_int_equal(counts[i], 2);	/* once per epoch across the 4 ranks */
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_as_completed(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(200, 8, 60000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	uint32_t counts[200] = { 0 };
+	char seen[64] = { 0 };
+	uint64_t n = 0;
+
+	pm_stream_opts_init(&o);
+	o.order = PM_ORDER_AS_COMPLETED;
+	o.batch_bytes = 256 << 10;
+	o.slots = 6;
+	o.prefetch = 3;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	while (!pm_stream_next(s, &b) && b) {
+		check_batch(m, b);
+		assert_true(b->seq < 64 && !seen[b->seq]);
+		seen[b->seq] = 1;
+		for (uint32_t i = 0; i < b->nitems; i++)
+			counts[b->items[i].index]++;
+		pm_stream_release(s, b);
+		n++;
+	}
+	for (uint64_t i = 0; i < n; i++)
+		assert_true(seen[i]);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(counts[i], 1);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+/* A held batch stays intact while every other slot is recycled many times. */
+static void test_held_batch_untouched(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(400, 21, 50000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *held, *b;
+	unsigned char *snap_host, *snap_dev;
+	int others = 0;
+
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 128 << 10;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_next(s, &held), 0);
+	assert_non_null(held);
+	check_batch(m, held);
+	snap_host = malloc(held->span);
+	snap_dev = malloc(held->span);
+	memcpy(snap_host, held->host, held->span);
+	memcpy(snap_dev, held->dev, held->span);
+	while (!pm_stream_next(s, &b) && b) {
+		assert_int_not_equal(b->slot, held->slot);
+		check_batch(m, b);
+		assert_int_equal(pm_stream_release(s, b), 0);
+		assert_memory_equal(held->host, snap_host, held->span);
+		assert_memory_equal(held->dev, snap_dev, held->span);
+		others++;
+	}
+	assert_true(others > 20);
+	check_batch(m, held);
+	assert_int_equal(pm_stream_release(s, held), 0);
+	assert_int_equal(pm_stream_release(s, held), -EINVAL);	/* not held twice */
+	free(snap_host);
+	free(snap_dev);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_all_slots_held(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(100, 2, 50000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b1, *b2, *b3;
+	struct pm_batch fake_batch = { .slot = 0 };
+
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 64 << 10;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_next(s, &b1), 0);
+	assert_int_equal(pm_stream_next(s, &b2), 0);
+	assert_int_equal(pm_stream_next(s, &b3), -EDEADLK);
+	assert_null(b3);
+	assert_non_null(strstr(pm_stream_error(s), "holds all 2 slots"));
+	assert_int_equal(pm_stream_release(s, &fake_batch), -EINVAL);
+	assert_int_equal(pm_stream_release(s, NULL), -EINVAL);
+	assert_int_equal(pm_stream_release(s, b1), 0);
+	assert_int_equal(pm_stream_next(s, &b3), 0);
+	assert_non_null(b3);
+	assert_int_equal(b3->seq, 2);
+	check_batch(m, b2);
+	check_batch(m, b3);
+	pm_stream_destroy(s);	/* with batches still held: nothing leaks */
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_stats_stalls(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(60, 4, 20000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+
+	/* a slow consumer: the reader waits for slots */
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_items = 5;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	while (!pm_stream_next(s, &b) && b) {
+		usleep(20000);
+		pm_stream_release(s, b);
+	}
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.batches, 12);
+	assert_true(st.reader_wait_s > 0.1);
+	assert_true(st.consumer_wait_s < st.reader_wait_s);
+	assert_true(st.gbps > 0);
+	assert_int_equal(st.slots, 2);
+	assert_int_equal(st.total_items, 60);
+	assert_int_equal(st.total_bytes, pm_manifest_bytes(m));
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_crc(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	uint32_t good = pm_crc32c(0, tf[1].data + 100, 5000);
+
+	assert_int_equal(pm_manifest_add(m, tf[1].path, 100, 5000, true, good, NULL, 0), 0);
+	assert_int_equal(pm_manifest_add(m, tf[1].path, 200, 5000, true, good, NULL, 0), 0);
+	pm_stream_opts_init(&o);
+	o.batch_items = 1;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	check_batch(m, b);
+	pm_stream_release(s, b);
+	assert_int_equal(pm_stream_next(s, &b), -EBADMSG);
+	assert_null(b);
+	assert_non_null(strstr(pm_stream_error(s), "item 1 ("));
+	assert_non_null(strstr(pm_stream_error(s), "f1.bin offset 200 length 5000): crc32c"));
+	assert_non_null(strstr(pm_stream_error(s), "the manifest says"));
+	pm_stream_destroy(s);
+	o.no_crc = true;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	consume(s, m, NULL, NULL, NULL);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+/* --- bad input --- */
+
+static void test_missing_file(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char missing[PATH_MAX + 16], notdir[PATH_MAX + 16];
+	int fds = count_fds(), maps = count_maps(), good = 0;
+
+	snprintf(missing, sizeof(missing), "%s/missing.bin", dir);
+	snprintf(notdir, sizeof(notdir), "%s/x", tf[0].path);
+	add(m, 0, 0, 1000);
+	assert_int_equal(pm_manifest_add(m, missing, 0, 10, false, 0, NULL, 0), 0);
+	add(m, 1, 0, 1000);
+	pm_stream_opts_init(&o);
+	o.batch_items = 1;
+	/* stop: the stream is not created; the sentence names the file */
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -ENOENT);
+	assert_null(s);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "missing.bin: No such file or directory"));
+	assert_int_equal(count_fds(), fds);
+	assert_int_equal(count_maps(), maps);
+	/* skip: the other items still arrive; the bad one is counted and named */
+	o.on_error = PM_ON_ERROR_SKIP;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	while (!pm_stream_next(s, &b) && b) {
+		check_batch(m, b);
+		assert_int_not_equal(b->items[0].index, 1);
+		pm_stream_release(s, b);
+		good++;
+	}
+	assert_int_equal(good, 2);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.failed_batches, 1);
+	assert_int_equal(st.failed_items, 1);
+	assert_non_null(strstr(pm_stream_error(s), "missing.bin offset 0 length 10): cannot open the file"));
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+
+	/* a directory, and a path through a file */
+	m = new_manifest();
+	assert_int_equal(pm_manifest_add(m, dir, 0, 10, false, 0, NULL, 0), 0);
+	o.on_error = PM_ON_ERROR_STOP;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EISDIR);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "is a directory"));
+	pm_manifest_destroy(m);
+	m = new_manifest();
+	assert_int_equal(pm_manifest_add(m, notdir, 0, 10, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -ENOTDIR);
+	pm_manifest_destroy(m);
+	assert_int_equal(count_fds(), fds);
+	close_ctx(ctx);
+}
+
+static void test_past_eof(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	int err;
+
+	add(m, 2, 0, 100);
+	add(m, 2, 4000, 1001);		/* one byte past the end of the 5000-byte file */
+	add(m, 2, 0, 200);
+	pm_stream_opts_init(&o);
+	o.batch_items = 1;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	check_batch(m, b);
+	pm_stream_release(s, b);
+	err = pm_stream_next(s, &b);
+	assert_int_equal(err, -ENODATA);
+	assert_null(b);
+	assert_non_null(strstr(pm_stream_error(s), "f2.bin offset 4000 length 1001): past the end of the file (5000 bytes)"));
+	/* stop means stop: the same error again, never the third batch */
+	assert_int_equal(pm_stream_next(s, &b), -ENODATA);
+	assert_null(b);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_zero_and_too_big(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char err[128];
+
+	assert_int_equal(pm_manifest_add(m, tf[0].path, 0, 0, false, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "zero-length item"));
+	assert_int_equal(pm_stream_create(ctx, m, NULL, &s), -EINVAL);	/* no items */
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "no items"));
+
+	add(m, 0, 0, 1000);
+	add(m, 0, 0, 100000);		/* larger than the 64 KiB slot */
+	add(m, 0, 1000, 1000);
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 65536;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	check_batch(m, b);
+	pm_stream_release(s, b);
+	assert_int_equal(pm_stream_next(s, &b), -EFBIG);
+	assert_non_null(strstr(pm_stream_error(s), "length 100000): needs"));
+	assert_non_null(strstr(pm_stream_error(s), "more than a slot (65536 bytes"));
+	pm_stream_destroy(s);
+	o.on_error = PM_ON_ERROR_SKIP;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	consume(s, m, NULL, NULL, NULL);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.items, 2);
+	assert_int_equal(st.failed_items, 1);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_bad_opts(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(5, 1, 100);
+	struct pm_stream_opts o;
+	struct pm_stream *s = (void *)1;
+	int fds = count_fds();
+
+	pm_stream_opts_init(&o);
+	o.rank = 2;
+	o.world_size = 2;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_null(s);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "rank 2 is not below the world size 2"));
+	pm_stream_opts_init(&o);
+	o.chunk_bytes = 5000;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "chunk size 5000"));
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 2ULL << 30;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "a slot is at most 1 GiB"));
+	pm_stream_opts_init(&o);
+	o.world_size = 8;
+	o.rank = 6;		/* 5 items, 8 ranks: rank 6 gets nothing */
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "rank 6 of 8 gets no items"));
+	pm_stream_opts_init(&o);
+	o.order = (enum pm_order)9;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	pm_stream_opts_init(&o);
+	o.qd = 100000;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_int_equal(count_fds(), fds);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+/* A file that shrinks under the stream: the batch fails, never stale bytes. */
+static void shrink(enum pm_direct direct)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char path[PATH_MAX + 16];
+	unsigned char *data = malloc(1 << 20);
+	int ret, delivered = 0;
+
+	snprintf(path, sizeof(path), "%s/shrink.bin", dir);
+	fill(data, 1 << 20, 99);
+	write_file(path, data, 1 << 20);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(pm_manifest_add(m, path, i * 65536, 65536, false, 0, NULL, 0), 0);
+	pm_stream_opts_init(&o);
+	o.direct = direct;
+	o.slots = 1;		/* the reader cannot run ahead of the consumer */
+	o.batch_items = 4;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_memory_equal(b->host, data, 4 * 65536);
+	assert_int_equal(truncate(path, 7 * 65536 + 100), 0);	/* item 7 loses its tail */
+	pm_stream_release(s, b);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		/* whatever arrives is the file's bytes */
+		for (uint32_t i = 0; i < b->nitems; i++)
+			assert_memory_equal((char *)b->host + b->items[i].slot_offset,
+					    data + b->items[i].file_offset, 65536);
+		delivered++;
+		pm_stream_release(s, b);
+	}
+	assert_int_equal(ret, -ENODATA);
+	assert_int_equal(delivered, 0);	/* batch 1 holds items 4..7 */
+	assert_non_null(strstr(pm_stream_error(s), "item 7 ("));
+	assert_non_null(strstr(pm_stream_error(s), "shrink.bin offset 458752 length 65536): end of file"));
+	pm_stream_destroy(s);
+	unlink(path);
+	free(data);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+static void test_file_shrinks(void **state)
+{
+	shrink(PM_DIRECT_OFF);
+	shrink(PM_DIRECT_AUTO);
+}
+
+static void test_eio(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream *s;
+	struct pm_batch *b;
+
+	/* reading /proc/self/mem where nothing is mapped is EIO */
+	assert_int_equal(pm_manifest_add(m, "/proc/self/mem", 0, 4096, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, NULL, &s), 0);
+	assert_int_equal(pm_stream_next(s, &b), -EIO);
+	assert_null(b);
+	assert_non_null(strstr(pm_stream_error(s),
+			       "item 0 (/proc/self/mem offset 0 length 4096): read of 4096 bytes at offset 0 failed (Input/output error)"));
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+/* --- tear-down at any point --- */
+
+static void test_destroy_anytime(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(300, 6, 100000);
+	int fds = count_fds(), maps = count_maps();
+
+	for (int when = 0; when < 4; when++) {
+		struct pm_stream_opts o;
+		struct pm_stream *s;
+		struct pm_batch *b;
+
+		pm_stream_opts_init(&o);
+		o.batch_bytes = 256 << 10;
+		o.qd = 16;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		if (when >= 1)		/* hold one batch */
+			assert_int_equal(pm_stream_next(s, &b), 0);
+		if (when >= 2)		/* reads in flight behind it */
+			assert_int_equal(pm_stream_next(s, &b), 0);
+		if (when == 3)
+			usleep(2000);
+		pm_stream_destroy(s);	/* ASan (unit-check-asan) proves no leak */
+	}
+	assert_int_equal(count_fds(), fds);
+	assert_int_equal(count_maps(), maps);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
+}
+
+/* A consumer killed while streaming leaves nothing behind in its parent. */
+static void test_consumer_killed(void **state)
+{
+	int pfd[2], status;
+	char c;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct pm_open_opts oo = { .backend = PM_BACKEND_HOST };
+		struct pm_stream_opts o = { .epochs = 1000000 };
+		struct pm_manifest *m;
+		struct pm_stream *s;
+		struct pm_ctx *ctx;
+		struct pm_batch *b;
+		char err[64];
+
+		close(pfd[0]);
+		if (pm_open(&ctx, &oo) || pm_manifest_create(&m) ||
+		    pm_manifest_add_file(m, tf[0].path, 4096, err, sizeof(err)) ||
+		    pm_stream_create(ctx, m, &o, &s) || pm_stream_next(s, &b) || !b)
+			_exit(1);
+		if (write(pfd[1], "x", 1) != 1)
+			_exit(1);
+		for (;;)	/* keep streaming, epoch after epoch */
+			if (!pm_stream_release(s, b) && (pm_stream_next(s, &b) || !b))
+				_exit(1);
+	}
+	close(pfd[1]);
+	assert_int_equal(read(pfd[0], &c, 1), 1);
+	usleep(10000);
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	close(pfd[0]);
+	/* its files are intact; in the VM the harness checks every pin was released */
+	for (int i = 0; i < NFILES; i++) {
+		struct stat st;
+
+		assert_int_equal(stat(tf[i].path, &st), 0);
+		assert_int_equal(st.st_size, tf[i].size);
+	}
+}
+
+/* --- the cuda backend path, on the test-only CUDA runtime stand-in --- */
+
+#if defined(PM_HAVE_CUDA) && !defined(PM_TEST_MODULE)
+static void test_cuda_stub(void **state)
+{
+	const char *stub = getenv("PM_TEST_CUDA_STUB");
+	cudastub_reset_fn *reset;
+	cudastub_hold_fn *hold;
+	cudastub_complete_fn *complete;
+	cudastub_count_fn *count;
+	struct pm_open_opts oo = { .backend = PM_BACKEND_CUDA };
+	struct pm_manifest *m = random_items(40, 13, 80000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	unsigned char *back;
+	void *h;
+	int n = 0;
+
+	assert_non_null(stub);	/* make unit-check sets it */
+	h = dlopen(stub, RTLD_NOW | RTLD_GLOBAL);
+	assert_non_null(h);
+	reset = (cudastub_reset_fn *)dlsym(h, "cudastub_reset");
+	hold = (cudastub_hold_fn *)dlsym(h, "cudastub_hold");
+	complete = (cudastub_complete_fn *)dlsym(h, "cudastub_complete");
+	count = (cudastub_count_fn *)dlsym(h, "cudastub_count");
+	assert_true(reset && hold && complete && count);
+	reset(1, 0);
+	oo.cuda_library = stub;
+	assert_int_equal(pm_open(&ctx, &oo), 0);
+
+	pm_stream_opts_init(&o);
+	o.slots = 3;
+	o.batch_bytes = 256 << 10;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(count("registrations"), 1);	/* the slot buffer */
+	assert_int_equal(count("allocs"), 3);		/* a device buffer per slot */
+	back = malloc(256 << 10);
+	while (!pm_stream_next(s, &b) && b) {
+		/* the bytes on the "device", read back through the backend */
+		assert_int_equal(pm_copy_d2h(ctx, back, b->dev, b->span), 0);
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct tfile *t = file_of(m, b->items[i].path_id);
+
+			assert_memory_equal(back + b->items[i].slot_offset,
+					    t->data + b->items[i].file_offset, b->items[i].length);
+		}
+		check_batch(m, b);
+		pm_stream_release(s, b);
+		n++;
+	}
+	assert_true(n > 3);
+	pm_stream_destroy(s);
+	assert_int_equal(count("allocs"), 0);
+
+	/* copies held pending: no batch is handed out before its copy completed */
+	hold(1);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	usleep(100000);
+	{
+		struct pm_stream_stats st;
+
+		pm_stream_stats(s, &st);
+		assert_int_equal(st.batches, 0);
+		assert_int_equal(st.copy_lat.max, 0);
+	}
+	complete();
+	hold(0);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_non_null(b);
+	check_batch(m, b);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	assert_int_equal(count("registrations"), 0);
+	assert_int_equal(count("allocs"), 0);
+	assert_int_equal(count("events"), 0);
+	free(back);
+	pm_manifest_destroy(m);
+	dlclose(h);
+}
+#endif
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bytes_buffered),
+		cmocka_unit_test(test_bytes_direct),
+		cmocka_unit_test(test_large_items_chunks),
+		cmocka_unit_test(test_batch_boundaries),
+		cmocka_unit_test(test_epochs_shuffle),
+		cmocka_unit_test(test_sharding_exactly_once),
+		cmocka_unit_test(test_as_completed),
+		cmocka_unit_test(test_held_batch_untouched),
+		cmocka_unit_test(test_all_slots_held),
+		cmocka_unit_test(test_stats_stalls),
+		cmocka_unit_test(test_crc),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_past_eof),
+		cmocka_unit_test(test_zero_and_too_big),
+		cmocka_unit_test(test_bad_opts),
+		cmocka_unit_test(test_file_shrinks),
+		cmocka_unit_test(test_eio),
+		cmocka_unit_test(test_destroy_anytime),
+		cmocka_unit_test(test_consumer_killed),
+#if defined(PM_HAVE_CUDA) && !defined(PM_TEST_MODULE)
+		cmocka_unit_test(test_cuda_stub),
+#endif
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
