@@ -41,7 +41,7 @@ bench-gpu-check:
 
 # The command line's bad-input cases and a short real run.
 pinstream-check: $(O)/pinstream
-	tests/pinstream-cli.sh $(O)/pinstream
+	tests/pinstream/cli.sh $(O)/pinstream
 
 # The stream's unit test also runs in the VM against the real /dev/pinmem.
 UNIT_EXTRA_test_stream :=

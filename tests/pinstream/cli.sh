@@ -1,0 +1,113 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# pinstream's command line: every bad argument is one line on stderr and exit
+# status 2 with nothing on stdout; stream failures are exit 1 naming the item;
+# a small synthetic dataset streams, checks its crc32c values, and compares.
+# Usage: tests/pinstream/cli.sh PATH/TO/pinstream  (scratch files go next to it)
+set -u
+bin=$1
+work=$(mktemp -d "$(dirname "$bin")/pinstream-cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+fails=0
+n=0
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+# usage CASE ARGS...: exit 2, exactly one stderr line starting "pinstream: ", no stdout
+usage() {
+	n=$((n + 1))
+	"$bin" "$@" >"$work/out" 2>"$work/err"
+	rc=$?
+	lines=$(wc -l <"$work/err")
+	if [ "$rc" != 2 ] || [ "$lines" != 1 ] || [ -s "$work/out" ] ||
+	   ! grep -q '^pinstream: ' "$work/err"; then
+		fail "pinstream $* -> rc=$rc, $lines stderr lines: $(cat "$work/err")"
+	fi
+}
+
+# expect RC PATTERN ARGS...: exit status RC and PATTERN (grep -E) in stdout+stderr
+expect() {
+	want=$1 pat=$2
+	shift 2
+	n=$((n + 1))
+	"$bin" "$@" >"$work/out" 2>&1
+	rc=$?
+	if [ "$rc" != "$want" ] || ! grep -Eq -- "$pat" "$work/out"; then
+		fail "pinstream $* -> rc=$rc (want $want), no /$pat/ in: $(head -c 600 "$work/out")"
+	fi
+}
+
+f=$work/f.bin
+head -c 100000 /dev/urandom >"$f"
+
+usage
+usage --slots abc "$f"
+usage --slots 0 "$f"
+usage --slots 99999 "$f"
+usage --slots "$f"
+usage --qd -3 "$f"
+usage --batch-bytes 12X "$f"
+usage --batch-bytes 2G "$f"
+usage --batch-items 0 "$f"
+usage --chunk 5000 "$f"
+usage --item-bytes 1.5.5 "$f"
+usage --direct maybe "$f"
+usage --backend gpu "$f"
+usage --pin hard "$f"
+usage --order random "$f"
+usage --on-error ignore "$f"
+usage --shard-pad some "$f"
+usage --epochs 0 "$f"
+usage --seed -1 "$f"
+usage --rank 2 --world-size 2 "$f"
+usage --rank 1 "$f"
+usage --world-size 0 "$f"
+usage --prefetch 9 --slots 4 "$f"
+usage --bogus "$f"
+usage -x "$f"
+usage --manifest m.txt "$f"
+usage --compare --epochs 2 "$f"
+usage --make-dataset "$work/d"
+usage --make-dataset "$work/d" --size 1X
+usage --make-dataset "$work/d" --size 8K --files 3
+usage --make-dataset "$work/d" --size 1M "$f"
+usage --size 1M "$f"
+usage --json
+
+expect 0 'Examples:' --help
+expect 0 '^pinstream [0-9]' --version
+expect 1 'nope\.bin: No such file or directory' "$work/nope.bin"
+expect 1 'not a regular file' "$work"
+: >"$work/empty.bin"
+expect 1 'empty\.bin: empty file, no items' "$work/empty.bin"
+printf 'f.bin 0 10\nf.bin 5\n' >"$work/bad.txt"
+expect 1 'bad\.txt:2: expected .path offset length \[crc32c\]., got 2 fields' --manifest "$work/bad.txt"
+printf 'f.bin 99990 20\n' >"$work/past.txt"
+expect 1 'item 0 \(.*f\.bin offset 99990 length 20\): past the end of the file \(100000 bytes\)' --manifest "$work/past.txt" --no-progress
+
+# a real dataset: written, streamed with its crc32c values checked, compared
+expect 0 'wrote 2 files, 8 MiB, [0-9]+ items' --make-dataset "$work/d" --size 8M --files 2 --seed 3
+expect 0 ' 0 failed batches' --manifest "$work/d/manifest.txt" --backend host --no-progress
+expect 0 '"failed_batches":0' --manifest "$work/d/manifest.txt" --json --epochs 2 --shuffle --seed 5 --batch-items 3
+if command -v python3 >/dev/null; then
+	n=$((n + 1))
+	want=$(awk '!/^#/ { s += $3 } END { print s * 2 }' "$work/d/manifest.txt")
+	got=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes"])' <"$work/out") ||
+		fail "--json output is not JSON: $(cat "$work/out")"
+	[ "$got" = "$want" ] || fail "--json bytes $got, manifest says $want for 2 epochs"
+fi
+expect 0 '"items":[0-9]+' "$work"/d/data-*.bin --item-bytes 64K --rank 1 --world-size 3 --json
+expect 0 '\(d\) pinmem O_DIRECT io_uring +cold' --compare --cold-only "$work"/d/data-*.bin
+expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/manifest.txt"
+# one flipped byte: the crc32c check names the item
+printf 'X' | dd of="$work/d/data-0001.bin" bs=1 seek=1000 conv=notrunc 2>/dev/null
+expect 1 'item [0-9]+ \(.*data-0001\.bin offset 0 length [0-9]+\): crc32c [0-9a-f]{8}, the manifest says' \
+	--manifest "$work/d/manifest.txt" --no-progress
+expect 0 ' 0 failed batches' --manifest "$work/d/manifest.txt" --no-crc --no-progress
+expect 0 ' 1 failed batches' --manifest "$work/d/manifest.txt" --on-error skip --no-progress
+
+echo "pinstream-check: $n cases, $fails failed"
+[ "$fails" = 0 ]
