@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: MIT
+# `make vm-check-debug`: the in-VM suite (tests/vm/run.sh) under a debug
+# kernel built from Debian's linux-source-6.12 with KASAN, lockdep, kmemleak
+# and DEBUG_VM (tests/vm-debug/).  The kernel build is cached outside the
+# checkout in $(PINMEM_CACHE)/debug-kernel/ and reused while its source
+# version and tests/vm-debug/debug.config are unchanged.
+#   make vm-debug-kernel   only build (or find) the debug kernel
+#   VM_DEBUG_TIMEOUT, VM_DEBUG_TEST_TIMEOUT: see tests/vm-debug/check.sh
+
+PINMEM_CACHE ?= /var/cache/pinmem
+export PINMEM_CACHE
+
+.PHONY: vm-debug-kernel vm-check-debug
+vm-debug-kernel:
+	tests/vm-debug/build-kernel.sh
+
+vm-check-debug:
+	+O=$(O) MAKE="$(MAKE)" tests/vm-debug/check.sh
+
+CHECK_STEPS += vm-check-debug
