@@ -169,7 +169,7 @@ static int kt_read_file(const char *path, char *buf, size_t size)
 	return (int)got;
 }
 
-static int kt_write_file(const char *path, const char *text)
+int kt_write(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	ssize_t n;
@@ -198,7 +198,7 @@ int kt_param_set(const char *name, uint64_t val)
 
 	snprintf(path, sizeof(path), "/sys/module/pinmem/parameters/%s", name);
 	snprintf(buf, sizeof(buf), "%" PRIu64, val);
-	return kt_write_file(path, buf);
+	return kt_write(path, buf);
 }
 
 static uint64_t kt_saved_global, kt_saved_user, kt_saved_rlimit;
@@ -285,7 +285,7 @@ long long kt_vmstat(const char *name)
 	char *p;
 
 	/* Fold the per-cpu deltas into the totals first. */
-	kt_write_file("/proc/sys/vm/stat_refresh", "1");
+	kt_write("/proc/sys/vm/stat_refresh", "1");
 	if (kt_read_file("/proc/vmstat", buf, sizeof(buf)) < 0)
 		return -1;
 	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
@@ -394,12 +394,51 @@ uint64_t kt_pfn(const void *addr)
 	return (e >> 63) ? e & ((1ULL << 55) - 1) : 0;
 }
 
+uint64_t kt_pageflags(uint64_t pfn)
+{
+	int fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+	uint64_t e = ~0ULL;
+
+	if (fd < 0)
+		return e;
+	if (pread(fd, &e, 8, (off_t)pfn * 8) != 8)
+		e = ~0ULL;
+	close(fd);
+	return e;
+}
+
+long long kt_smaps_kb(const void *addr, const char *field)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	size_t flen = strlen(field);
+	unsigned long lo, hi;
+	long long val = -1;
+	char line[512];
+	int in = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			continue;
+		}
+		if (in && !strncmp(line, field, flen) && line[flen] == ':') {
+			val = strtoll(line + flen + 1, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return val;
+}
+
 int kt_become(uid_t uid, uint64_t caps)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct d[2];
+	gid_t groups[1] = { KT_PINMEM_GID };
 
-	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) || setgroups(0, NULL) ||
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) || setgroups(1, groups) ||
 	    setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
 		return -errno;
 	memset(d, 0, sizeof(d));
@@ -412,21 +451,36 @@ int kt_become(uid_t uid, uint64_t caps)
 
 int kt_run_as(uid_t uid, uint64_t caps, int (*fn)(void *), void *arg)
 {
+	int status, ret, pfd[2], counts[2];
 	pid_t pid;
-	int status, ret;
 
 	fflush(stdout);
+	if (pipe2(pfd, O_CLOEXEC))
+		kt_bail("pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0)
 		kt_bail("fork: %s", strerror(errno));
 	if (pid == 0) {
+		close(pfd[0]);
 		ret = kt_become(uid, caps);
 		if (ret) {
-			fprintf(stderr, "kt_become(%u): %s\n", (unsigned)uid, strerror(-ret));
+			kt_diag("kt_become(%u): %s", (unsigned)uid, strerror(-ret));
 			_exit(125);
 		}
-		_exit(fn(arg) & 0xff);
+		ret = fn(arg);
+		/* The child's cases continue the parent's numbering. */
+		counts[0] = kt_cases;
+		counts[1] = kt_failed;
+		if (write(pfd[1], counts, sizeof(counts)) != sizeof(counts))
+			ret = 124;
+		_exit(ret & 0xff);
 	}
+	close(pfd[1]);
+	if (read(pfd[0], counts, sizeof(counts)) == sizeof(counts)) {
+		kt_cases = counts[0];
+		kt_failed = counts[1];
+	}
+	close(pfd[0]);
 	if (waitpid(pid, &status, 0) != pid)
 		kt_bail("waitpid: %s", strerror(errno));
 	if (WIFSIGNALED(status))

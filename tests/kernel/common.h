@@ -16,6 +16,8 @@
 #define KT_PAGE		4096UL
 #define KT_MIB		(1024UL * 1024)
 #define KT_HPAGE	(2 * KT_MIB)
+/* Group of /dev/pinmem in the VM (tests/vm/init.sh), as udev sets it. */
+#define KT_PINMEM_GID	990
 
 /* TAP: one line per case; kt_done() prints the plan and the exit status. */
 int kt_ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -37,6 +39,9 @@ int kt_get_limits(int fd, uint32_t uid, struct pinmem_limits *lim);
 int kt_set_limits(int fd, const struct pinmem_limits *lim);
 /* Region count of @fd (REGIONS with capacity 0), or -errno. */
 long long kt_regions_total(int fd);
+
+/* Write @text to the file at @path: 0 or -errno. */
+int kt_write(const char *path, const char *text);
 
 /* /sys/module/pinmem/parameters/NAME as a number; kt_param_set: 0/-errno. */
 uint64_t kt_param(const char *name);
@@ -73,13 +78,20 @@ void *kt_map_aligned(size_t len, size_t align);
 void kt_fill(void *buf, size_t len, uint64_t seed);
 /* Offset of the first byte that differs from kt_fill(@seed), or -1. */
 long kt_check(const void *buf, size_t len, uint64_t seed);
+/* Field (e.g. "AnonHugePages") in kB of the /proc/self/smaps VMA at @addr. */
+long long kt_smaps_kb(const void *addr, const char *field);
+/* /proc/kpageflags of frame @pfn (KPF_* bits), ~0 on error. */
+uint64_t kt_pageflags(uint64_t pfn);
+#define KT_KPF_ANON	(1ULL << 12)
 /* Physical frame of @addr via /proc/self/pagemap, 0 if not present. */
 uint64_t kt_pfn(const void *addr);
 
 /*
- * Run @fn(@arg) in a child with real/effective/saved uid and gid @uid and
- * exactly the capabilities in @caps (bit n = capability n) effective and
+ * Run @fn(@arg) in a child with real/effective/saved uid and gid @uid, the
+ * supplementary group KT_PINMEM_GID (may open /dev/pinmem), and exactly the
+ * capabilities in @caps (bit n = capability n) effective and
  * permitted.  Returns the child's exit status, or 128 + signal number.
+ * TAP cases the child prints count as the caller's.
  */
 #define KT_CAP(n)	(1ULL << (n))
 int kt_run_as(uid_t uid, uint64_t caps, int (*fn)(void *), void *arg);

@@ -74,6 +74,8 @@ loaded=0
 load() {	# name
 	if insmod /pinmem.ko; then
 		loaded=1
+		# What packaging/udev/60-pinmem.rules does on a real system.
+		chgrp "$PINMEM_GID" /dev/pinmem && chmod 0660 /dev/pinmem
 		hook loaded
 		record "$1" 0 0
 		check "$1-devnode" test -c /dev/pinmem

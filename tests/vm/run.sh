@@ -130,8 +130,11 @@ cat >"$root/etc/pinmem-vm.conf" <<EOF
 PINMEM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-300}
 PINMEM_RELOAD_TESTS="${VM_RELOAD_TESTS:-t_basic}"
 EOF
-echo 'root:x:0:0:root:/:/bin/sh' >"$root/etc/passwd"
-echo 'pmuser:x:1000:1000::/tmp:/bin/sh' >>"$root/etc/passwd"
+# The group /dev/pinmem belongs to (packaging/udev, packaging/sysusers.d);
+# tests/kernel/common.h KT_PINMEM_GID gives it to the test users.
+echo 'PINMEM_GID=990' >>"$root/etc/pinmem-vm.conf"
+printf 'root:x:0:0:root:/:/bin/sh\npmuser:x:1000:1000::/tmp:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\npinmem:x:990:pmuser\n' >"$root/etc/group"
 (cd "$root" && find . | sort | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$out/initrd.gz"
 
 cpu=max

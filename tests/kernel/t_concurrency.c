@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Concurrency: many threads pin and unpin random sizes against one small
+ * budget (global, per-user, RLIMIT_MEMLOCK) while another thread samples the
+ * charged bytes.  The budget is never overshot, every PIN either succeeds or
+ * gets that budget's errno, the counters add up exactly, and all ends at zero.
+ */
+#include <errno.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "common.h"
+
+#define THREADS		8
+#define HOLD		4
+#define BUF		(4 * KT_MIB)
+#define SECONDS		4.0
+#define LIMIT		(8 * KT_MIB)
+#define ALL_CAPS	((1ULL << (CAP_LAST_CAP + 1)) - 1)
+
+enum budget { B_GLOBAL, B_USER, B_RLIMIT };
+
+struct run {
+	enum budget budget;
+	int expect_errno;
+	int shared_fd;
+	atomic_int stop;
+	atomic_llong held;		/* bytes of successful PINs not yet unpinned */
+	atomic_llong max_held, max_kernel;
+	atomic_llong pins, refusals, other_errors, unpin_errors;
+};
+
+struct worker {
+	struct run *run;
+	int fd;
+	unsigned int seed;
+	char *buf;
+};
+
+static void bump_max(atomic_llong *m, long long v)
+{
+	long long cur = atomic_load(m);
+
+	while (v > cur && !atomic_compare_exchange_weak(m, &cur, v))
+		;
+}
+
+static void *work(void *p)
+{
+	struct worker *w = p;
+	struct run *r = w->run;
+	uint64_t h[HOLD] = { 0 };
+	size_t len[HOLD] = { 0 };
+	int slot = 0, i;
+
+	while (!atomic_load(&r->stop)) {
+		size_t n = (1 + rand_r(&w->seed) % 256) * KT_PAGE;
+		size_t off = (rand_r(&w->seed) % ((BUF - n) / KT_PAGE + 1)) * KT_PAGE;
+		int ret;
+
+		if (h[slot]) {
+			atomic_fetch_sub(&r->held, (long long)len[slot]);
+			if (kt_unpin(w->fd, h[slot]))
+				atomic_fetch_add(&r->unpin_errors, 1);
+			h[slot] = 0;
+		}
+		ret = kt_pin_handle(w->fd, w->buf + off, n, &h[slot]);
+		if (!ret) {
+			len[slot] = n;
+			bump_max(&r->max_held, atomic_fetch_add(&r->held, (long long)n) + (long long)n);
+			atomic_fetch_add(&r->pins, 1);
+		} else if (ret == -r->expect_errno) {
+			atomic_fetch_add(&r->refusals, 1);
+		} else {
+			atomic_fetch_add(&r->other_errors, 1);
+		}
+		slot = (slot + 1) % HOLD;
+	}
+	for (i = 0; i < HOLD; i++) {
+		if (!h[i])
+			continue;
+		atomic_fetch_sub(&r->held, (long long)len[i]);
+		if (kt_unpin(w->fd, h[i]))
+			atomic_fetch_add(&r->unpin_errors, 1);
+	}
+	return NULL;
+}
+
+static void *sample(void *p)
+{
+	struct run *r = p;
+	struct pinmem_stats st;
+	int fd = kt_open();
+
+	while (!atomic_load(&r->stop)) {
+		if (kt_stats(fd, &st))
+			continue;
+		if (r->budget == B_GLOBAL)
+			bump_max(&r->max_kernel, (long long)st.global.pinned_bytes);
+		else if (r->budget == B_USER)
+			bump_max(&r->max_kernel, (long long)st.user.pinned_bytes);
+		/*
+		 * mm->pinned_vm may rise above RLIMIT_MEMLOCK for an instant
+		 * while a refused PIN backs out (as in ib_umem_get()), so the
+		 * rlimit is judged on what was really pinned (max_held).
+		 */
+	}
+	close(fd);
+	return NULL;
+}
+
+static int storm(void *p)
+{
+	struct run *r = p;
+	struct worker w[THREADS];
+	pthread_t t[THREADS], s;
+	struct pinmem_stats a, b;
+	int shared = kt_open(), i;
+	const char *name = r->budget == B_GLOBAL ? "global" : r->budget == B_USER ? "user" : "rlimit";
+
+	if (r->budget == B_RLIMIT) {
+		struct rlimit rl = { LIMIT, LIMIT };
+
+		if (setrlimit(RLIMIT_MEMLOCK, &rl))
+			kt_bail("setrlimit");
+	}
+	kt_stats(shared, &a);
+	for (i = 0; i < THREADS; i++) {
+		w[i].run = r;
+		w[i].fd = i % 2 ? kt_open() : shared;
+		w[i].seed = 1234 + i;
+		w[i].buf = kt_map(BUF, 1);
+		pthread_create(&t[i], NULL, work, &w[i]);
+	}
+	pthread_create(&s, NULL, sample, r);
+	usleep((useconds_t)(SECONDS * 1e6));
+	atomic_store(&r->stop, 1);
+	for (i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	pthread_join(s, NULL);
+	kt_stats(shared, &b);
+
+	kt_diag("%s: %lld pins, %lld refusals, max held %lld, max charged %lld",
+		name, (long long)r->pins, (long long)r->refusals,
+		(long long)r->max_held, (long long)r->max_kernel);
+	kt_ok(r->pins > 100 && r->refusals > 10, "%s: budget both granted and refused", name);
+	kt_eq(r->other_errors, 0, "%s: no other errors than %s", name, strerror(r->expect_errno));
+	kt_eq(r->unpin_errors, 0, "%s: every UNPIN succeeded", name);
+	kt_ok(r->max_held <= (long long)LIMIT, "%s: pinned bytes never above the limit", name);
+	kt_ok(r->max_kernel <= (long long)LIMIT, "%s: charged bytes never above the limit", name);
+	kt_eq(b.global.pins - a.global.pins, r->pins, "%s: global pins counter exact", name);
+	kt_eq(b.global.unpins - a.global.unpins, r->pins, "%s: global unpins counter exact", name);
+	if (r->budget == B_GLOBAL)
+		kt_eq(b.global.refused_global - a.global.refused_global, r->refusals,
+		      "%s: refused_global counter exact", name);
+	else if (r->budget == B_USER)
+		kt_eq(b.user.refused_user - a.user.refused_user, r->refusals,
+		      "%s: refused_user counter exact", name);
+	else
+		kt_eq(b.user.refused_rlimit - a.user.refused_rlimit, r->refusals,
+		      "%s: refused_rlimit counter exact", name);
+	kt_eq(b.global.pinned_bytes, 0, "%s: global back to zero", name);
+	kt_eq(b.user.pinned_bytes, 0, "%s: user back to zero", name);
+	kt_eq(kt_vmpin_kb(0), 0, "%s: VmPin back to zero", name);
+	for (i = 0; i < THREADS; i++)
+		if (w[i].fd != shared)
+			close(w[i].fd);
+	close(shared);
+	return 0;
+}
+
+int main(void)
+{
+	static struct run g = { .budget = B_GLOBAL, .expect_errno = ENOSPC };
+	static struct run u = { .budget = B_USER, .expect_errno = EDQUOT };
+	static struct run r = { .budget = B_RLIMIT, .expect_errno = ENOMEM };
+
+	kt_limits_save();
+	kt_limits_open();
+	kt_param_set("global_limit", LIMIT);
+	storm(&g);
+	kt_limits_open();
+	kt_param_set("default_user_limit", LIMIT);
+	kt_eq(kt_run_as(1000, KT_CAP(CAP_IPC_LOCK), storm, &u), 0, "uid 1000 storm");
+	kt_limits_open();
+	kt_param_set("enforce_rlimit", 1);
+	kt_eq(kt_run_as(0, ALL_CAPS & ~KT_CAP(CAP_IPC_LOCK), storm, &r), 0, "rlimit storm");
+	kt_limits_restore();
+	kt_expect_clean("t_concurrency end");
+	return kt_done();
+}
