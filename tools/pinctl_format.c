@@ -67,11 +67,11 @@ static void render_global(FILE *f, const struct pctl_snapshot *snap)
 			pctl_format_size(g->limit_bytes, b, sizeof(b)),
 			g->limit_bytes ? 100.0 * (double)g->pinned_bytes / (double)g->limit_bytes : 0.0);
 	}
-	fprintf(f, "         peak %s, %llu regions, %llu pins, %llu unpins\n",
+	fprintf(f, "         peak %s, %llu region%s held, %llu pins and %llu unpins since load\n",
 		pctl_format_size(g->peak_bytes, a, sizeof(a)),
-		(unsigned long long)g->regions, (unsigned long long)g->pins,
-		(unsigned long long)g->unpins);
-	fprintf(f, "refused  ");
+		(unsigned long long)g->regions, g->regions == 1 ? "" : "s",
+		(unsigned long long)g->pins, (unsigned long long)g->unpins);
+	fprintf(f, "refused  since load: ");
 	for (int i = 0; i < PCTL_NR_REF; i++)
 		fprintf(f, "%s%s %llu", i ? ", " : "", pctl_ref_names[i],
 			(unsigned long long)g->refused[i]);

@@ -81,6 +81,11 @@ static int pinctl(uid_t uid, uint64_t caps, ...)
 
 		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
 			_exit(126);
+		/* root regains every capability on exec unless the bounding set drops it */
+		for (int c = 0; c <= CAP_LAST_CAP; c++)
+			if (!(caps & (1ULL << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) &&
+			    errno != EINVAL)
+				_exit(124);
 		if ((uid || caps != ALL_CAPS) && kt_become(uid, caps))
 			_exit(125);
 		/* static binary: no NSS, read the VM's passwd file directly */
@@ -152,7 +157,6 @@ static void holder_start(struct holder *h, size_t len, bool pin)
 	if (h->pid < 0)
 		kt_bail("fork: %s", strerror(errno));
 	if (!h->pid) {
-		struct rlimit rl = { 64 * KT_MIB, 64 * KT_MIB };
 		char c = 0, dummy;
 		void *buf;
 		int fd;
@@ -162,7 +166,7 @@ static void holder_start(struct holder *h, size_t len, bool pin)
 		prctl(PR_SET_NAME, pin ? "pctl-pinner" : "pctl-locker");
 		buf = kt_map(len, 1);
 		if (pin) {
-			if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_become(USER_UID, 0))
+			if (kt_become(USER_UID, 0))
 				c = 2;
 			fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
 			if (!c && (fd < 0 || kt_pin(fd, buf, len, NULL)))
@@ -413,6 +417,11 @@ int main(int argc, char **argv)
 	if (!strcmp(base ? base + 1 : argv[0], "pinctl"))
 		return pctl_main(argc, argv);
 
+	/* children inherit it: only the budgets under test may refuse their pins */
+	struct rlimit rl = { 64 * KT_MIB, 64 * KT_MIB };
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		kt_bail("setrlimit: %s", strerror(errno));
 	kt_limits_save();
 	kt_limits_open();
 	holder_start(&pinner, PIN_BYTES, true);
