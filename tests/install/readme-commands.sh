@@ -5,8 +5,8 @@
 #    installed libpinmem, with the pkg-config flags the README tells users to use;
 #  - every `make TARGET` in the README (code blocks and `inline code`) names a
 #    target the Makefile has;
-#  - every `pinctl SUBCOMMAND` in a code block is accepted by
-#    `pinctl SUBCOMMAND --help`;
+#  - every pinctl/pinstream command line in a code block: `pinctl SUB
+#    --help` accepts the subcommand, and each --option is in the help text;
 #  - pinmem/X.Y.Z, pinmem-X.Y.Z and libpinmem.so.X.Y.Z name VERSION.
 # A target exists when make's database (make -p) gives it a recipe or
 # prerequisites (a bare .PHONY name does nothing).  Not `make -n`: recipe
@@ -129,19 +129,32 @@ for v in $(grep -oE 'pinmem(/|-|\.so\.)[0-9]+\.[0-9]+\.[0-9]+' "$README" | sort 
 		bad "README says '$v', VERSION is $VERSION"
 done
 
-# --- pinctl subcommands.
-if [ -x "$O/pinctl" ]; then
-	sed 's/#.*//; s/[;&|()]/\n/g' "$tmp/code.txt" |
-		sed -n 's/^[[:space:]]*\(sudo[[:space:]]\+\)\?\([^[:space:]]*\/\)\?pinctl[[:space:]]\+\([a-z][a-z-]*\).*/\3/p' |
-		sort -u > "$tmp/pinctl"
-	while read -r sub; do
-		if LD_LIBRARY_PATH=$O "$O/pinctl" "$sub" --help > /dev/null 2>&1; then
-			echo "readme-check: ok: pinctl $sub"
-		else
-			bad "README shows 'pinctl $sub', but 'pinctl $sub --help' fails"
-		fi
-	done < "$tmp/pinctl"
-fi
+# --- pinctl and pinstream command lines: the subcommand is accepted by
+# `pinctl SUB --help`, and every --option appears in the tool's help text.
+# Lines: sudo? path/TOOL [SUB] args, as code blocks show them.
+sed 's/#.*//; s/[;&|()]/\n/g' "$tmp/code.txt" |
+	sed -n 's/^[[:space:]]*\(sudo[[:space:]]\+\)\?\([^[:space:]]*\/\)\?\(pinctl\|pinstream\)\([[:space:]].*\)\?$/\3\4/p' > "$tmp/tools" || true
+ntool=0
+while read -r tool args; do
+	bin=$O/$tool
+	[ -x "$bin" ] || { bad "README runs $tool, but $bin is not built"; continue; }
+	sub=
+	if [ "$tool" = pinctl ]; then
+		first=${args%% *}
+		case $first in [a-z]*) sub=$first ;; esac
+	fi
+	if ! help=$("$bin" $sub --help 2>&1); then
+		bad "README shows '$tool $sub', but '$tool $sub --help' fails"
+		continue
+	fi
+	[ -z "$sub" ] || help="$help
+$("$bin" --help 2>&1 || true)"
+	for o in $(printf '%s\n' $args | sed -n 's/^\(--[a-z][a-z0-9-]*\).*/\1/p'); do
+		grep -Eq -- "(^|[^a-z-])$o([^a-z0-9-]|\$)" <<< "$help" ||
+			bad "README: '$tool${sub:+ $sub} $o' is not in '$tool${sub:+ $sub} --help'"
+	done
+	ntool=$((ntool + 1))
+done < "$tmp/tools"
 
 [ "$errors" = 0 ] || { echo "readme-check: $errors failure(s)" >&2; exit 1; }
-echo "readme-check: OK ($nc C block(s), $(wc -l < "$tmp/mentioned") make target(s))"
+echo "readme-check: OK ($nc C block(s), $(wc -l < "$tmp/mentioned") make target(s), $ntool tool command line(s))"
