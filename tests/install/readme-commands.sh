@@ -27,7 +27,8 @@ bad() { echo "readme-check: FAIL: $*" >&2; errors=$((errors + 1)); }
 [ -f "$README" ] || { echo "readme-check: FAIL: no $README" >&2; exit 1; }
 
 # Split the README: $tmp/c/N.c for ```c blocks, $tmp/code.txt for the lines
-# of other code blocks, $tmp/inline.txt for `inline code` outside blocks.
+# of shell blocks (sh, bash, shell, console, untagged), $tmp/inline.txt for
+# `inline code` outside blocks.
 mkdir -p "$tmp/c"
 awk -v dir="$tmp" '
 	/^[ \t]*```/ {
@@ -40,7 +41,11 @@ awk -v dir="$tmp" '
 		inblock = 0; if (lang == "c") close(out); next
 	}
 	inblock && lang == "c" { print > out; next }
-	inblock { print > (dir "/code.txt"); next }
+	inblock && lang ~ /^(|sh|bash|shell|console)$/ {
+		line = $0; sub(/^[ \t]*\$[ \t]+/, "", line)	# a console prompt
+		print line > (dir "/code.txt"); next
+	}
+	inblock { next }	# text, json, ...: output, not commands
 	{
 		line = $0
 		while (match(line, /`[^`]+`/)) {
