@@ -81,6 +81,12 @@ while read -r case tree want args; do
 	[ "$n" = "$nfail" ] && npass=$((npass + 1))
 done <cases.txt
 
+# Every metric family pinctl writes is documented in the man page.
+for name in $(cat expected/*prom*.out | awk '$1 == "#" && $2 == "TYPE" { print $3 }' | sort -u); do
+	grep -q "$name" ../../../man/pinctl.8 ||
+		{ echo "pinctl-check: FAIL metric $name is not in man/pinctl.8"; nfail=$((nfail + 1)); }
+done
+
 if [ "$nfail" != 0 ]; then
 	echo "pinctl-check: $nfail failed, $npass passed"
 	exit 1
