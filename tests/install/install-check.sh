@@ -116,6 +116,18 @@ check_prefix() {
 		echo "$out" | has -w -- "$VERSION" || fail "$t --version: '$out', want $VERSION"
 	done
 
+	# man finds each page by name in the installed tree, and it renders
+	# without groff warnings (the check lintian makes).
+	if command -v man >/dev/null; then
+		for m in $mans; do
+			p=$(MANPATH=$d$prefix/share/man man -w "${m##*.}" "${m%.*}" 2>/dev/null) ||
+				fail "man does not find ${m%.*}(${m##*.}) under $prefix/share/man"
+			w=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 \
+				man --warnings -E UTF-8 -l -Tutf8 -Z "$p" 2>&1 > /dev/null)
+			[ -z "$w" ] || fail "man page $m has warnings: $w"
+		done
+	fi
+
 	if command -v systemd-sysusers >/dev/null; then
 		mkdir -p "$tmp/sysroot/etc"
 		systemd-sysusers --dry-run --root="$tmp/sysroot" \
