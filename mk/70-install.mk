@@ -108,6 +108,10 @@ dkms-install-src: $(PM_DKMS_SRCS) dkms.conf
 dkms-uninstall-src:
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)
 
+# PM_CFLAGS carries -DPINMEM_VERSION from VERSION, so a version bump must
+# rebuild what is compiled with it (kbuild notices its own flags change).
+$(LIB_OBJS) $(PINCTL_OBJS) $(O)/tools/pinctl_main.o $(PINSTREAM_OBJS): VERSION
+
 # One version everywhere: VERSION -> module, library, tools, dkms.conf,
 # pinmem.pc.  The modules `make kmod` built are checked when present
 # (kmod-all runs earlier in `make check`); dkms-check checks its own.
