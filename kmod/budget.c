@@ -66,6 +66,19 @@ static struct pinmem_acct pinmem_global;
 static struct pinmem_limit_param pinmem_global_limit;
 static struct pinmem_limit_param pinmem_default_user_limit;
 static bool pinmem_enforce_rlimit = true;
+static bool pinmem_params_locked;	/* after load: writers need CAP_SYS_ADMIN */
+
+/*
+ * Parameters given to insmod/modprobe are taken as they are; later writes
+ * through /sys/module/pinmem/parameters need CAP_SYS_ADMIN, as SET_LIMITS
+ * does, so a root without it (a confined container) cannot raise limits.
+ */
+static int pinmem_param_may_write(void)
+{
+	if (READ_ONCE(pinmem_params_locked) && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	return 0;
+}
 
 static u64 pinmem_round_limit(u64 bytes)
 {
@@ -81,6 +94,9 @@ static int pinmem_param_set_limit(const char *val,
 	u64 bytes;
 	int ret;
 
+	ret = pinmem_param_may_write();
+	if (ret)
+		return ret;
 	ret = kstrtoull(val, 0, &bytes);
 	if (ret)
 		return ret;
@@ -112,6 +128,9 @@ static int pinmem_param_set_bool(const char *val, const struct kernel_param *kp)
 	bool v;
 	int ret;
 
+	ret = pinmem_param_may_write();
+	if (ret)
+		return ret;
 	ret = kstrtobool(val, &v);
 	if (ret)
 		return ret;
@@ -146,6 +165,8 @@ MODULE_PARM_DESC(enforce_rlimit,
 /**
  * pinmem_budget_init() - fill in the limits not given at load time
  *
+ * From now on parameter writes need CAP_SYS_ADMIN.
+ *
  * The default of both limits is half of RAM: enough for a loader's batch
  * ring, while the rest of the machine keeps room to reclaim and migrate.
  */
@@ -158,6 +179,7 @@ void pinmem_budget_init(void)
 		pinmem_global_limit.bytes = half;
 	if (!pinmem_default_user_limit.set)
 		pinmem_default_user_limit.bytes = half;
+	WRITE_ONCE(pinmem_params_locked, true);
 	spin_unlock(&pinmem_budget_lock);
 }
 

@@ -45,7 +45,7 @@ struct pinmem_run_block {
 	((PAGE_SIZE - sizeof(struct pinmem_run_block)) /		\
 	 sizeof(struct pinmem_run))
 
-/* Pages pinned per pin_user_pages_fast() call: one page of page pointers. */
+/* Pages pinned per pin_user_pages() call: one page of page pointers. */
 #define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
 
 /*
@@ -67,11 +67,33 @@ static int pinmem_vma_check(struct vm_area_struct *vma)
 	return 0;
 }
 
+/* Check every VMA of [addr, end); the caller holds the mmap lock. */
+static int pinmem_range_check(struct mm_struct *mm, unsigned long addr,
+			      unsigned long end)
+{
+	struct vm_area_struct *vma;
+	int ret;
+
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start > addr)
+			return -EFAULT;
+		ret = pinmem_vma_check(vma);
+		if (ret)
+			return ret;
+		addr = vma->vm_end;
+	}
+	return 0;
+}
+
 /**
  * pinmem_region_check() - check that [addr, addr + len) may be pinned
  * @mm: the caller's mm
  * @addr: page-aligned user address
  * @len: non-zero page multiple; the range does not wrap
+ *
+ * Lets PIN refuse a range before it charges any budget; pinning checks
+ * each chunk again under the lock it pins with.
  *
  * Return: 0; -EFAULT for a hole; -EACCES for a mapping without write
  * permission; -EOPNOTSUPP for I/O, PFN or file-backed mappings other than
@@ -80,23 +102,11 @@ static int pinmem_vma_check(struct vm_area_struct *vma)
 int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
 			unsigned long len)
 {
-	unsigned long end = addr + len;
-	struct vm_area_struct *vma;
-	int ret = 0;
+	int ret;
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
-	while (addr < end) {
-		vma = find_vma(mm, addr);
-		if (!vma || vma->vm_start > addr) {
-			ret = -EFAULT;
-			break;
-		}
-		ret = pinmem_vma_check(vma);
-		if (ret)
-			break;
-		addr = vma->vm_end;
-	}
+	ret = pinmem_range_check(mm, addr, addr + len);
 	mmap_read_unlock(mm);
 	return ret;
 }
@@ -176,21 +186,44 @@ static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
 	return 0;
 }
 
+/*
+ * Pin @n pages at @addr under the same hold of the mmap lock that checks
+ * their VMAs, so a racing mmap() cannot slip in a mapping that must not be
+ * pinned: 6.1 would long-term pin page cache pages of a regular file, which
+ * writeback does not expect.  pin_user_pages_fast() would check nothing.
+ */
+static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
+			     unsigned long n, struct page **pages)
+{
+	long ret;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	ret = pinmem_range_check(mm, addr, addr + (n << PAGE_SHIFT));
+	if (!ret)
+		ret = pinmem_pin_user_pages(addr, n, FOLL_WRITE | FOLL_LONGTERM,
+					    pages);
+	mmap_read_unlock(mm);
+	return ret;
+}
+
 /**
  * pinmem_region_pin() - pin all pages of @r for writing, long-term
  * @r: from pinmem_region_alloc(); the caller runs on the owning mm
  *
- * Pins in chunks, rescheduling between them and stopping on a fatal signal;
- * a short pin continues where it stopped.  On failure what was pinned stays
- * recorded in @r for the caller to release with pinmem_region_free().
+ * Pins in chunks of one page of page pointers, rescheduling between them
+ * and stopping on a fatal signal; a short pin continues where it stopped.
+ * On failure what was pinned stays recorded in @r for the caller to
+ * release with pinmem_region_free().
  *
- * Return: 0; -EINTR on a fatal signal; -ENOMEM; an error of
- * pin_user_pages_fast() (-EFAULT, -EHWPOISON, ...).
+ * Return: 0; -EINTR on a fatal signal; -ENOMEM; -EFAULT, -EACCES or
+ * -EOPNOTSUPP when the mapping changed since pinmem_region_check(); an error
+ * of pin_user_pages() (-EFAULT, -EHWPOISON, ...).
  */
 int pinmem_region_pin(struct pinmem_region *r)
 {
 	struct page **pages;
-	unsigned long addr;
+	unsigned long n;
 	long got;
 	int ret = 0;
 
@@ -203,11 +236,10 @@ int pinmem_region_pin(struct pinmem_region *r)
 			ret = -EINTR;
 			break;
 		}
-		addr = r->addr + (r->pinned << PAGE_SHIFT);
-		got = pin_user_pages_fast(addr,
-					  min_t(unsigned long, PINMEM_CHUNK,
-						r->npages - r->pinned),
-					  FOLL_WRITE | FOLL_LONGTERM, pages);
+		n = min_t(unsigned long, PINMEM_CHUNK, r->npages - r->pinned);
+		got = pinmem_pin_chunk(current->mm,
+				       r->addr + (r->pinned << PAGE_SHIFT), n,
+				       pages);
 		if (got <= 0) {
 			ret = got ? got : -EFAULT;
 			break;
