@@ -68,3 +68,13 @@ lib-check: lib
 	echo "lib-check: $$so: pm_ exports only, soname libpinmem.so.0, no CUDA link, cuda backend $(if $(filter 1,$(CUDA)),built,off (CUDA=0))"
 
 CHECK_STEPS += lib-check
+
+# `make bench-pin [BENCH_PIN_ARGS="-s 2 -t 8"]`: time to make N GiB pinned.
+BENCH_PIN_ARGS ?=
+.PHONY: bench-pin
+$(O)/bench/pin-bench: bench/pin-bench.c $(LIBPINMEM_A)
+	@mkdir -p $(@D)
+	$(CC) $(PM_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBPINMEM_A) $(PM_LDLIBS)
+
+bench-pin: $(O)/bench/pin-bench
+	$(O)/bench/pin-bench $(BENCH_PIN_ARGS)
