@@ -99,7 +99,7 @@ enum pm_direct {
 
 /* What a failed batch does to the stream. */
 enum pm_on_error {
-	PM_ON_ERROR_STOP = 0,	/* pm_stream_next returns the error, then the stream has ended */
+	PM_ON_ERROR_STOP = 0,	/* batches before the failed one arrive, then pm_stream_next returns its error on every call */
 	PM_ON_ERROR_SKIP,	/* the batch is dropped and counted; streaming goes on */
 };
 
@@ -197,11 +197,13 @@ struct pm_stream_stats {
 	uint32_t files_direct;	/* files read with O_DIRECT */
 	uint32_t files_buffered;
 	uint32_t ring_flags;	/* io_uring setup flags obtained */
+	char ring_setup[64];	/* the same as "SINGLE_ISSUER|DEFER_TASKRUN", or "none" */
+	char ring_note[160];	/* what fell back (plain fds, unregistered buffers) and why, "" if nothing */
 	uint32_t slots;
 	uint64_t slot_bytes;
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
 	uint64_t total_items;	/* items this rank will see over all epochs */
-	uint64_t total_bytes;	/* their bytes */
+	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */
@@ -212,7 +214,7 @@ PM_API int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 			    struct pm_stream **sp);
 /* Stop reading, wait for queued I/O and copies, free everything, at any point.  One thread, last call. */
 PM_API void pm_stream_destroy(struct pm_stream *s);
-/* Next batch: 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error says which item), -EDEADLK when the consumer holds every slot.  One thread. */
+/* Next batch (its copy to the device has completed): 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error names the item), -EDEADLK when the consumer holds every slot.  One thread. */
 PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
 /* Give a batch's slot back to the ring; -EINVAL if not a batch held by the consumer.  One thread. */
 PM_API int pm_stream_release(struct pm_stream *s, struct pm_batch *batch);

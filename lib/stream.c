@@ -820,6 +820,8 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 			st->files_buffered++;
 	}
 	st->ring_flags = s->rd.flags;
+	pm_reader_flag_names(s->rd.flags, st->ring_setup, sizeof(st->ring_setup));
+	snprintf(st->ring_note, sizeof(st->ring_note), "%s", s->rd.note);
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
 	st->pin = pm_buf_pin_mode(s->buf);

@@ -11,28 +11,6 @@
 
 #include "pinstream.h"
 
-static const char *flag_names(uint32_t flags, char *buf, size_t len)
-{
-	static const struct {
-		uint32_t flag;
-		const char *name;
-	} names[] = {
-		{ 1U << 12, "SINGLE_ISSUER" },
-		{ 1U << 13, "DEFER_TASKRUN" },
-		{ 1U << 8, "COOP_TASKRUN" },
-	};
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (flags & names[i].flag)
-			n += snprintf(buf + n, n < len ? len - n : 0, "%s%s",
-				      n ? "|" : "", names[i].name);
-	if (!n)
-		snprintf(buf, len, "none");
-	return buf;
-}
-
 static void progress(const struct pm_stream_stats *st)
 {
 	char done[32], total[32], eta[32] = "?";
@@ -83,7 +61,7 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 		    const struct pm_stream_stats *st, int ret)
 {
 	struct pm_ctx_info ci;
-	char b1[32], b2[32], fl[64];
+	char b1[32], b2[32];
 	double el = st->elapsed_s > 0 ? st->elapsed_s : 1e-9;
 
 	pm_ctx_info(ctx, &ci);
@@ -94,7 +72,9 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 	files_line(s, st);
 	printf("  %-12s %u x %s, pin %s, backend %s, io_uring %s\n", "slots", st->slots,
 	       ps_bytes(st->slot_bytes, b2, sizeof(b2)), pm_pin_mode_name(st->pin),
-	       ci.backend, flag_names(st->ring_flags, fl, sizeof(fl)));
+	       ci.backend, st->ring_setup);
+	if (st->ring_note[0])
+		printf("  %-12s %s\n", "", st->ring_note);
 	printf("  %-12s %.2f GB/s (%.3f GB in %.2f s; %.3f GB read incl. alignment)\n",
 	       "throughput", st->gbps, st->bytes / 1e9, st->elapsed_s, st->read_bytes / 1e9);
 	printf("  %-12s consumer waited %.2f s (%.0f%%, input-bound), reader waited %.2f s (%.0f%%, consumer-bound)\n",
@@ -110,7 +90,6 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 		 const struct pm_stream_stats *st, int ret)
 {
 	struct pm_ctx_info ci;
-	char fl[64];
 
 	pm_ctx_info(ctx, &ci);
 	printf("{\"bytes\":%llu,\"read_bytes\":%llu,\"items\":%llu,\"batches\":%llu,"
@@ -125,10 +104,12 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       (unsigned long long)st->failed_items, st->elapsed_s, st->gbps,
 	       st->consumer_wait_s, st->reader_wait_s, st->slots,
 	       (unsigned long long)st->slot_bytes, pm_pin_mode_name(st->pin), ci.backend,
-	       flag_names(st->ring_flags, fl, sizeof(fl)), st->files_direct,
+	       st->ring_setup, st->files_direct,
 	       st->files_buffered);
 	lat_json("read_latency", &st->read_lat);
 	lat_json("copy_latency", &st->copy_lat);
+	printf(",\"ring_note\":");
+	ps_json_str(stdout, st->ring_note);
 	printf(",\"error\":");
 	ps_json_str(stdout, ret ? pm_stream_error(s) : "");
 	printf(",\"errno\":%d}\n", -ret);

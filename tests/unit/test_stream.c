@@ -289,6 +289,8 @@ static void stream_all(enum pm_direct direct, enum pm_backend_kind be, uint32_t 
 	if (be != PM_BACKEND_NONE)
 		assert_true(st.copy_lat.max > 0);
 	assert_true(st.elapsed_s > 0);
+	assert_true(st.ring_setup[0]);
+	assert_string_equal(st.ring_note, "");	/* files and slots registered: READ_FIXED */
 	pm_stream_destroy(s);
 	assert_int_equal(count_fds(), fds);	/* every file closed */
 	free(counts);
