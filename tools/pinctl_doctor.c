@@ -91,12 +91,16 @@ static void check_module(const struct pctl_env *env, struct check *ck, int dev_r
 }
 
 static void check_device(const struct pctl_env *env, struct check *ck, int dev_ret,
-			 const struct self_info *self)
+			 bool loaded, const struct self_info *self)
 {
 	char path[512];
 	struct stat st;
 
 	pctl_path(path, sizeof(path), env->dev_root, "pinmem");
+	if (stat(path, &st) && !loaded) {
+		SET(ck, CK_INFO, "no %s: the module is not loaded", path);
+		return;
+	}
 	if (stat(path, &st)) {
 		SET(ck, CK_FAIL, "%s is missing", path);
 		ADVISE(ck, "load the module (sudo modprobe pinmem); if it is loaded, check udev and dmesg");
@@ -336,8 +340,9 @@ int pctl_cmd_doctor(const struct pctl_env *env, int argc, char **argv)
 	snap_ret = pctl_snapshot_collect(env, PCTL_SRC_AUTO, &snap, why, sizeof(why));
 	if (snap_ret)
 		memset(&snap, 0, sizeof(snap));
-	check_device(env, &ck[C_DEVICE], dev_ret, &self);
 	check_module(env, &ck[C_MODULE], dev_ret, maj, min, &snap, snap_ret, why);
+	check_device(env, &ck[C_DEVICE], dev_ret, ck[C_MODULE].status != CK_FAIL ||
+		     dev_ret != -ENOENT, &self);
 	check_memlock(env, &ck[C_MEMLOCK], &snap, &self);
 	check_thp(env, &ck[C_THP]);
 	check_hugetlb(env, &ck[C_HUGETLB]);

@@ -131,12 +131,15 @@ static int one_line(const char *buf)
 /* Print pinctl's output as TAP comments, for the log (and the README). */
 static void show(const char *title)
 {
-	char *save = NULL, *copy = strdup(out);
+	const char *l = out, *nl;
 
 	printf("# --- %s\n", title);
-	for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-		printf("#   %s\n", l);
-	free(copy);
+	for (; *l; l = nl + 1) {
+		nl = strchr(l, '\n');
+		if (!nl)
+			nl = l + strlen(l) - 1;
+		printf("#   %.*s\n", (int)(nl - l + (*nl != '\n')), l);
+	}
 }
 
 /* A child that pins @len bytes as USER_UID, named pctl-pinner, until released. */
