@@ -29,7 +29,7 @@ LIBPINMEM_A := $(O)/libpinmem.a
 LIBPINMEM_SO := $(O)/libpinmem.so.$(VERSION)
 
 .PHONY: lib lib-check
-all: lib
+all: lib $(O)/bench/pin-bench
 lib: $(LIBPINMEM_A) $(LIBPINMEM_SO) $(O)/pinmem.pc
 
 # One set of position-independent objects serves both libraries.
@@ -57,7 +57,7 @@ $(O)/pinmem.pc: pinmem.pc.in VERSION
 
 # The shared library exports only the pm_ API, never needs libcudart, and
 # carries the cuda backend whenever CUDA=1.
-lib-check: lib
+lib-check: lib $(O)/bench/pin-bench
 	@set -e; so=$(LIBPINMEM_SO); \
 	bad=$$(nm -D --defined-only $$so | awk '$$2 ~ /^[TDBR]$$/ && $$3 !~ /^pm_/ { print $$3 }'); \
 	[ -z "$$bad" ] || { echo "lib-check: $$so exports non-pm_ symbols: $$bad"; exit 1; }; \
