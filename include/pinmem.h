@@ -15,7 +15,9 @@
  * may run concurrently with any other call on the same context except
  * pm_close(); "one thread" means the caller serializes it against calls on the
  * same object.  Options structs may be NULL for defaults; zero-initialised
- * options are the defaults; unknown flags are -EINVAL.
+ * options are the defaults; unknown flags and non-zero reserved fields are
+ * -EINVAL (new options will be carved out of the reserved fields, so a
+ * program built against this header keeps working with later libraries).
  */
 #ifndef PINMEM_H
 #define PINMEM_H
@@ -72,6 +74,7 @@ struct pm_open_opts {
 	int cuda_device;		/* CUDA device ordinal, default 0 */
 	char *errbuf;			/* if set, pm_open's failure sentence goes here */
 	size_t errbuf_len;
+	uint64_t reserved[4];		/* must be zero */
 };
 
 /* What a context found; strings live as long as the context. */
@@ -88,6 +91,8 @@ struct pm_ctx_info {
 	uint64_t hugetlb_page_size;	/* bytes, 0 when unknown */
 	uint64_t hugetlb_free_pages;
 	uint32_t page_size;
+	uint32_t pad;
+	uint64_t reserved[4];		/* zero */
 };
 
 /* pm_buf_opts.flags */
@@ -110,6 +115,8 @@ struct pm_buf_opts {
 	enum pm_page_kind pages;	/* requested pages, PM_PAGES_DEFAULT by default */
 	unsigned int flags;		/* PM_BUF_* */
 	unsigned int fault_threads;	/* threads faulting pages in; 0: automatic */
+	uint32_t pad;			/* must be zero */
+	uint64_t reserved[4];		/* must be zero */
 };
 
 /* io_uring registers at most 1 GiB per iovec. */

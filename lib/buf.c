@@ -67,6 +67,8 @@ static int begin(struct pm_ctx *ctx, const struct pm_buf_opts *o,
 	if (o->flags & ~BUF_FLAGS)
 		return pm_ctx_error(ctx, -EINVAL, "%s: unknown buffer flags 0x%x", call,
 				    o->flags & ~BUF_FLAGS);
+	if (o->pad || o->reserved[0] || o->reserved[1] || o->reserved[2] || o->reserved[3])
+		return pm_ctx_error(ctx, -EINVAL, "%s: reserved options must be zero", call);
 	if ((unsigned int)o->pin > PM_PIN_NONE)
 		return pm_ctx_error(ctx, -EINVAL, "%s: unknown pin mode %d", call, (int)o->pin);
 	if ((unsigned int)o->pages > PM_PAGES_HUGETLB)

@@ -166,6 +166,10 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 				 o->flags);
 		goto fail;
 	}
+	if (o->reserved[0] || o->reserved[1] || o->reserved[2] || o->reserved[3]) {
+		r = pm_ctx_error(ctx, -EINVAL, "pm_open: reserved options must be zero");
+		goto fail;
+	}
 	if ((unsigned int)o->backend > PM_BACKEND_NONE) {
 		r = pm_ctx_error(ctx, -EINVAL, "pm_open: unknown backend %d", (int)o->backend);
 		goto fail;

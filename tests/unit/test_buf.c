@@ -65,6 +65,13 @@ static void bad_arguments(void **state)
 	o.pin = PM_PIN_AUTO;
 	o.pages = (enum pm_page_kind)9;
 	assert_int_equal(pm_buf_alloc(ctx, 4096, &o, &b), -EINVAL);
+	o.pages = PM_PAGES_DEFAULT;
+	o.reserved[3] = 1;
+	assert_int_equal(pm_buf_alloc(ctx, 4096, &o, &b), -EINVAL);
+	assert_string_equal(pm_ctx_last_error(ctx), "pm_buf_alloc: reserved options must be zero");
+	o.reserved[3] = 0;
+	o.pad = 1;
+	assert_int_equal(pm_buf_pin_inplace(ctx, &o, 4096, &o, &b), -EINVAL);
 	assert_int_equal(pm_buf_alloc(ctx, 4096, NULL, NULL), -EINVAL);
 	assert_int_equal(pm_buf_alloc(NULL, 4096, NULL, &b), -EINVAL);
 	/* Far more than the address space: the mapping fails, nothing is left. */

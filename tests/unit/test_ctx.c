@@ -146,6 +146,10 @@ static void open_bad_arguments(void **state)
 	o.backend = (enum pm_backend_kind)9;
 	assert_int_equal(pm_open(&ctx, &o), -EINVAL);
 	assert_non_null(strstr(err, "unknown backend 9"));
+	o.backend = PM_BACKEND_NONE;
+	o.reserved[1] = 1;
+	assert_int_equal(pm_open(&ctx, &o), -EINVAL);
+	assert_string_equal(err, "pm_open: reserved options must be zero");
 	assert_int_equal(pm_open(NULL, NULL), -EINVAL);
 	assert_int_equal(fake.opens, 0);
 	assert_int_equal(pm_ctx_info(NULL, NULL), -EINVAL);
