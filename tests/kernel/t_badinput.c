@@ -176,16 +176,22 @@ static void bad_pin(void)
 	     kt_ioctl(fd, PINMEM_IOC_PIN, (void *)0xffff888000000000ULL));
 }
 
+/* @which: 0 nothing, 1 flags, 2 pad, 3 + i reserved[i] made non-zero. */
+static void spoil(int which, __u32 *flags, __u32 *pad, __u64 *reserved)
+{
+	if (which == 1)
+		*flags = 1;
+	else if (which == 2)
+		*pad = 1;
+	else if (which >= 3)
+		reserved[which - 3] = 1;
+}
+
 static int unpin_raw(uint64_t handle, int which)
 {
 	struct pinmem_unpin u = { .handle = handle };
 
-	if (which == 1)
-		u.flags = 1;
-	else if (which == 2)
-		u.pad = 1;
-	else if (which >= 3)
-		u.reserved[which - 3] = 1;
+	spoil(which, &u.flags, &u.pad, u.reserved);
 	return kt_ioctl(fd, PINMEM_IOC_UNPIN, &u);
 }
 
@@ -218,12 +224,7 @@ static int regions_raw(int which, uint64_t ptr, uint32_t cap)
 {
 	struct pinmem_regions r = { .regions = ptr, .capacity = cap };
 
-	if (which == 1)
-		r.flags = 1;
-	else if (which == 2)
-		r.pad = 1;
-	else if (which >= 3)
-		r.reserved[which - 3] = 1;
+	spoil(which, &r.flags, &r.pad, r.reserved);
 	return kt_ioctl(fd, PINMEM_IOC_REGIONS, &r);
 }
 

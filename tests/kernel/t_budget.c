@@ -215,17 +215,23 @@ static void test_user(void)
 	close(fd);
 }
 
+static void set_memlock(size_t bytes)
+{
+	struct rlimit rl = { bytes, bytes };
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		kt_bail("setrlimit(RLIMIT_MEMLOCK, %zu)", bytes);
+}
+
 static int rlimit_at_limit(void *p)
 {
 	size_t lim = *(size_t *)p;
-	struct rlimit rl = { lim, lim };
 	char *buf = kt_map(lim + 2 * PG, 1);
 	struct pinmem_stats st;
 	uint64_t h[2];
 	int fd;
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		kt_bail("setrlimit");
+	set_memlock(lim);
 	fd = kt_open();
 	fill_to(fd, buf, lim, h, "rlimit");
 	kt_eq(kt_vmpin_kb(0), lim / 1024, "rlimit: VmPin at the limit");
@@ -245,14 +251,12 @@ static int rlimit_at_limit(void *p)
 /* Without enforcement a small rlimit does not refuse; VmPin still counts. */
 static int rlimit_off(void *p)
 {
-	struct rlimit rl = { KT_MIB, KT_MIB };
 	char *buf = kt_map(2 * KT_MIB, 1);
 	struct pinmem_stats st;
 	int fd = kt_open();
 	uint64_t h;
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		kt_bail("setrlimit");
+	set_memlock(KT_MIB);
 	kt_eq(kt_pin_handle(fd, buf, 2 * KT_MIB, &h), 0, "enforce_rlimit=0: PIN 2 MiB over a 1 MiB rlimit");
 	kt_eq(kt_vmpin_kb(0), 2048, "enforce_rlimit=0: VmPin still charged");
 	kt_eq(kt_stats(fd, &st), 0, "STATS");
@@ -265,14 +269,12 @@ static int rlimit_off(void *p)
 /* CAP_IPC_LOCK: over the rlimit is fine, over the user or global budget not. */
 static int ipc_lock(void *p)
 {
-	struct rlimit rl = { KT_MIB, KT_MIB };
 	char *buf = kt_map(5 * KT_MIB, 1);
 	struct pinmem_stats st;
 	int fd = kt_open();
 	uint64_t h[2];
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		kt_bail("setrlimit");
+	set_memlock(KT_MIB);
 	kt_eq(kt_stats(fd, &st), 0, "CAP_IPC_LOCK: STATS");
 	kt_eq(st.file.limit_bytes, PINMEM_UNLIMITED, "CAP_IPC_LOCK: no rlimit in force");
 	fill_to(fd, buf, 4 * KT_MIB, h, "CAP_IPC_LOCK, 4 x rlimit, user limit");
@@ -286,13 +288,11 @@ static int ipc_lock(void *p)
 
 static int ipc_lock_global(void *p)
 {
-	struct rlimit rl = { KT_MIB, KT_MIB };
 	char *buf = kt_map(3 * KT_MIB, 1);
 	int fd = kt_open();
 	uint64_t h[2];
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		kt_bail("setrlimit");
+	set_memlock(KT_MIB);
 	fill_to(fd, buf, 2 * KT_MIB, h, "CAP_IPC_LOCK, global limit");
 	expect_refused(fd, buf + 2 * KT_MIB, PG, R_GLOBAL, "CAP_IPC_LOCK: global budget still applies");
 	kt_eq(kt_unpin(fd, h[0]), 0, "UNPIN");
