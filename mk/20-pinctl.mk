@@ -44,6 +44,7 @@ CHECK_STEPS += pinctl-check pinctl-check-asan
 UNIT_EXTRA_test_pinctl_size := $(O)/tools/pinctl_size.o
 UNIT_EXTRA_test_pinctl_json := $(O)/tools/pinctl_json.o
 UNIT_EXTRA_test_pinctl_stats := $(PINCTL_OBJS)
+UNIT_EXTRA_test_pinctl_limits := $(PINCTL_OBJS)
 
 # The VM test: an explicit rule, so mk/50-vm.mk's pattern rule (test file
 # plus common.o only) does not apply to it; static like the other programs.
