@@ -307,6 +307,45 @@ static void hugetlb_and_thp_step_down(void **state)
 	pm_close(ctx);
 }
 
+static void *alloc_loop(void *arg)
+{
+	struct pm_ctx *ctx = arg;
+	struct pm_buf *b[4];
+	int i, j;
+
+	for (i = 0; i < 25; i++) {
+		for (j = 0; j < 4; j++)
+			if (pm_buf_alloc(ctx, (size_t)(j + 1) * 65536, NULL, &b[j]))
+				return (void *)1;
+		for (j = 3; j >= 0; j--)
+			if (pm_buf_free(ctx, b[j]) || pm_buf_free(ctx, b[j]) != -EINVAL)
+				return (void *)2;
+	}
+	return NULL;
+}
+
+/* Allocation and free from several threads on one context (real mlock, host backend). */
+static void threads_share_a_context(void **state)
+{
+	struct pm_open_opts o = { .flags = PM_OPEN_NO_MODULE, .backend = PM_BACKEND_HOST };
+	uint64_t locked = vm_locked();
+	struct pm_ctx *ctx;
+	pthread_t t[4];
+	void *ret;
+	int i;
+
+	assert_int_equal(pm_open(&ctx, &o), 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, alloc_loop, ctx), 0);
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], &ret);
+		assert_null(ret);
+	}
+	assert_null(ctx->bufs);
+	assert_int_equal(vm_locked(), locked);
+	pm_close(ctx);
+}
+
 static void names(void **state)
 {
 	assert_string_equal(pm_pin_mode_name(PM_PIN_AUTO), "auto");
@@ -514,6 +553,7 @@ int main(void)
 		cmocka_unit_test_setup(thp_disabled, setup),
 		cmocka_unit_test_setup(hugetlb_pages, setup),
 		cmocka_unit_test_setup(hugetlb_and_thp_step_down, setup),
+		cmocka_unit_test_setup(threads_share_a_context, setup),
 		cmocka_unit_test(names),
 	};
 	int failed = cmocka_run_group_tests_name("buf", tests, NULL, NULL);
