@@ -56,7 +56,7 @@ int pctl_main(int argc, char **argv)
 		return PCTL_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "help")) {
-		if (argc == 2) {
+		if (argc == 2 || !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")) {
 			pctl_help_main(env.out);
 			return PCTL_EXIT_OK;
 		}

@@ -67,10 +67,11 @@ static void render_global(FILE *f, const struct pctl_snapshot *snap)
 			pctl_format_size(g->limit_bytes, b, sizeof(b)),
 			g->limit_bytes ? 100.0 * (double)g->pinned_bytes / (double)g->limit_bytes : 0.0);
 	}
-	fprintf(f, "         peak %s, %llu region%s held, %llu pins and %llu unpins since load\n",
+	fprintf(f, "         peak %s, %llu region%s held, %llu pin%s and %llu unpin%s since load\n",
 		pctl_format_size(g->peak_bytes, a, sizeof(a)),
 		(unsigned long long)g->regions, g->regions == 1 ? "" : "s",
-		(unsigned long long)g->pins, (unsigned long long)g->unpins);
+		(unsigned long long)g->pins, g->pins == 1 ? "" : "s",
+		(unsigned long long)g->unpins, g->unpins == 1 ? "" : "s");
 	fprintf(f, "refused  since load: ");
 	for (int i = 0; i < PCTL_NR_REF; i++)
 		fprintf(f, "%s%s %llu", i ? ", " : "", pctl_ref_names[i],

@@ -81,6 +81,23 @@ while read -r case tree want args; do
 	[ "$n" = "$nfail" ] && npass=$((npass + 1))
 done <cases.txt
 
+# top on a terminal (a pty of 23 rows from script(1)): each frame clears the
+# screen and the process table keeps to the screen, saying what it left out.
+if command -v script >/dev/null && case $only in "  "|*" top-tty "*) true ;; *) false ;; esac; then
+	case=top-tty
+	PINCTL_PROC_ROOT=trees/module/proc PINCTL_SYS_ROOT=trees/module/sys PINCTL_PASSWD=passwd \
+		script -qec "stty rows 23 cols 100; '$pinctl' top -n 2 -d 0.1" /dev/null |
+		tr -d '\r' >"$tmp/tty" || true
+	esc=$(printf '\033')
+	n=$(grep -c "^$esc\[H$esc\[2Jpinctl top: every 0.1s, refresh [12]\$" "$tmp/tty" || true)
+	if [ "$n" = 2 ] && [ "$(grep -c '^(2 more)$' "$tmp/tty")" = 2 ]; then
+		npass=$((npass + 1))
+	else
+		fail "two cleared frames of 2 processes and '(2 more)' expected:"
+		cat -v "$tmp/tty" | head -n 30
+	fi
+fi
+
 # Every metric family pinctl writes is documented in the man page.
 for name in $(cat expected/*prom*.out | awk '$1 == "#" && $2 == "TYPE" { print $3 }' | sort -u); do
 	grep -q "$name" ../../../man/pinctl.8 ||
