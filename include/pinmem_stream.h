@@ -142,6 +142,7 @@ struct pm_stream_opts {
 	enum pm_shard_pad shard_pad;
 	unsigned int buf_flags;	/* extra PM_BUF_* flags for the slot buffer */
 	enum pm_pin_mode pin;	/* pin mode asked for the slot buffer [auto] */
+	enum pm_page_kind pages;	/* pages asked for the slot buffer [default: THP, as slots are large and long-lived] */
 };
 
 /* One item of a delivered batch. */
@@ -190,6 +191,8 @@ struct pm_stream_stats {
 	uint64_t failed_items;	/* items in failed batches */
 	double elapsed_s;	/* from create to now (or to the end of the stream) */
 	double gbps;		/* bytes / elapsed_s / 1e9 */
+	double io_s;		/* from the first read queued to now or the end: setup left out, as fio counts */
+	double io_gbps;		/* bytes / io_s / 1e9 */
 	double consumer_wait_s;	/* time pm_stream_next waited for data: input-bound */
 	double reader_wait_s;	/* time the reader waited for a free slot: consumer-bound */
 	struct pm_latency read_lat;	/* per batch: first read queued to last read done */

@@ -126,7 +126,7 @@ struct pm_stream {
 	char reader_errmsg[ERRLEN];
 
 	/* stats, under lock */
-	uint64_t t_start, t_end;
+	uint64_t t_start, t_end, t_first_read;
 	uint64_t bytes, read_bytes, batches, items, failed_batches, failed_items;
 	uint64_t consumer_wait_ns, reader_wait_ns;
 	uint64_t total_items, total_bytes;
@@ -498,6 +498,8 @@ static void issue_one(struct pm_stream *s)
 	data_end = pl->data_slot - pl->read_slot + it->length;
 
 	s->free_reads = rd->next;
+	if (!s->t_first_read)
+		s->t_first_read = now_ns();	/* under s->lock (fill) */
 	rd->fd = s->rd.files_registered ? (int)it->path_id : f->fd;
 	rd->fixed_file = s->rd.files_registered;
 	rd->buf_index = sl->buf_index;
@@ -809,6 +811,9 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	st->failed_items = s->failed_items;
 	st->elapsed_s = (end - s->t_start) / 1e9;
 	st->gbps = st->elapsed_s > 0 ? s->bytes / st->elapsed_s / 1e9 : 0;
+	if (s->t_first_read && end > s->t_first_read)
+		st->io_s = (end - s->t_first_read) / 1e9;
+	st->io_gbps = st->io_s > 0 ? s->bytes / st->io_s / 1e9 : 0;
 	st->consumer_wait_s = s->consumer_wait_ns / 1e9;
 	st->reader_wait_s = s->reader_wait_ns / 1e9;
 	pm_hist_latency(&s->read_hist, &st->read_lat);
@@ -1007,6 +1012,8 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 
 	s->nslots = s->o.slots;
 	bo.pin = s->o.pin;
+	/* huge pages fault, pin and register in a fraction of the time */
+	bo.pages = s->o.pages == PM_PAGES_DEFAULT ? PM_PAGES_THP : s->o.pages;
 	bo.flags = s->o.buf_flags;
 	ret = pm_buf_alloc(ctx, s->stride * s->nslots, &bo, &s->buf);
 	if (ret)
