@@ -286,6 +286,17 @@ static void limits_cases(void)
 	      "pmuser is told: %s", err);
 	rc = pinctl(0, ALL_CAPS & ~(1ULL << CAP_SYS_ADMIN), "limits", "set", "--global", "1G", NULL);
 	kt_eq(rc, 1, "limits set as root without CAP_SYS_ADMIN fails");
+	/* a user who may not open /dev/pinmem at all */
+	kt_eq(chmod(PINMEM_DEVICE, 0600), 0, "chmod 0600 /dev/pinmem");
+	rc = pinctl(USER, "limits", "set", "--global", "1G", NULL);
+	kt_eq(rc, 1, "limits set by a user without access fails");
+	kt_ok(one_line(err) && has(err, "Permission denied") && has(err, "nothing changed"),
+	      "and says: %s", err);
+	rc = pinctl(USER, "doctor", NULL);
+	kt_eq(rc, 1, "doctor fails for that user");
+	kt_ok(has(out, "[FAIL] device    /dev/pinmem (mode 0600, owner 0:990): Permission denied for uid 1000"),
+	      "doctor names the device's mode and the user");
+	kt_eq(chmod(PINMEM_DEVICE, 0660), 0, "chmod 0660 /dev/pinmem");
 	kt_eq(kt_param("global_limit"), g, "global limit unchanged");
 	kt_eq(kt_param("default_user_limit"), d, "default user limit unchanged");
 
