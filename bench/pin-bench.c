@@ -6,6 +6,8 @@
  *   fault+pin, T threads  the same with T faulting threads
  *   mlock                 mmap + mlock(2) of the same page kind, which faults
  *                         inside the call (single-threaded)
+ *   fault only, 1/T       pm_buf_alloc with PM_PIN_NONE: the faulting share
+
  * Rounds interleave the three (ABC ABC ...) and the median is printed, since
  * these machines are noisy.  Usage: pin-bench [-s GiB] [-t threads] [-r rounds]
  * [-p default|thp|hugetlb]
@@ -37,11 +39,11 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Seconds for pm_buf_alloc of size bytes; the mode obtained in *mode. */
+/* Seconds for pm_buf_alloc of size bytes pinned as *mode asks; *mode obtained. */
 static double lib_round(struct pm_ctx *ctx, size_t size, unsigned int threads,
 			enum pm_page_kind pages, enum pm_pin_mode *mode)
 {
-	struct pm_buf_opts o = { .pin = PM_PIN_AUTO, .pages = pages,
+	struct pm_buf_opts o = { .pin = *mode, .pages = pages,
 				 .flags = PM_BUF_NO_BACKEND, .fault_threads = threads };
 	struct pm_buf *b;
 	double t0 = now(), t;
@@ -92,10 +94,11 @@ int main(int argc, char **argv)
 {
 	struct pm_open_opts oo = { .backend = PM_BACKEND_NONE };
 	enum pm_page_kind pages = PM_PAGES_DEFAULT;
-	double t1[MAX_ROUNDS], tn[MAX_ROUNDS], tm[MAX_ROUNDS], gib = 2;
+	double t1[MAX_ROUNDS], tn[MAX_ROUNDS], tm[MAX_ROUNDS], f1[MAX_ROUNDS], fn[MAX_ROUNDS];
+	double gib = 2;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned int threads = cpus > 1 ? (unsigned int)cpus : 2;
-	enum pm_pin_mode mode = PM_PIN_NONE;
+	enum pm_pin_mode mode = PM_PIN_AUTO, none = PM_PIN_NONE;
 	struct pm_ctx_info in;
 	struct pm_ctx *ctx;
 	int rounds = 3, c, i;
@@ -129,9 +132,13 @@ int main(int argc, char **argv)
 	}
 	pm_ctx_info(ctx, &in);
 	for (i = 0; i < rounds; i++) {
+		mode = PM_PIN_AUTO;
 		t1[i] = lib_round(ctx, size, 1, pages, &mode);
+		mode = PM_PIN_AUTO;
 		tn[i] = lib_round(ctx, size, threads, pages, &mode);
 		tm[i] = mlock_round(size, pages);
+		f1[i] = lib_round(ctx, size, 1, pages, &none);
+		fn[i] = lib_round(ctx, size, threads, pages, &none);
 	}
 	printf("pin-bench: %.1f GiB, pin via %s%s, pages %s, %d rounds (median), %ld CPUs\n",
 	       gib, pm_pin_mode_name(mode), in.module ? "" : " (no /dev/pinmem)",
@@ -140,6 +147,9 @@ int main(int argc, char **argv)
 	snprintf(label, sizeof(label), "fault+pin, %u threads", threads);
 	report(label, tn, rounds, gib);
 	report("mlock", tm, rounds, gib);
+	report("fault only, 1 thread", f1, rounds, gib);
+	snprintf(label, sizeof(label), "fault only, %u threads", threads);
+	report(label, fn, rounds, gib);
 	pm_close(ctx);
 	return 0;
 }
