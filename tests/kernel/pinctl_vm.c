@@ -142,13 +142,16 @@ static void show(const char *title)
 	}
 }
 
-/* A child that pins @len bytes as USER_UID, named pctl-pinner, until released. */
+/* A child that pins @len bytes (as USER_UID or root) or mlocks them, until released. */
+enum hold { PIN_AS_USER, PIN_AS_ROOT, MLOCK };
+static const char *const hold_comm[] = { "pctl-pinner", "pctl-rootpin", "pctl-locker" };
+
 struct holder {
 	pid_t pid;
 	int release;	/* write end: closing it lets the child go */
 };
 
-static void holder_start(struct holder *h, size_t len, bool pin)
+static void holder_start(struct holder *h, size_t len, enum hold how)
 {
 	int ready[2], go[2];
 	char status = 1;
@@ -166,10 +169,10 @@ static void holder_start(struct holder *h, size_t len, bool pin)
 
 		close(ready[0]);
 		close(go[1]);
-		prctl(PR_SET_NAME, pin ? "pctl-pinner" : "pctl-locker");
+		prctl(PR_SET_NAME, hold_comm[how]);
 		buf = kt_map(len, 1);
-		if (pin) {
-			if (kt_become(USER_UID, 0))
+		if (how != MLOCK) {
+			if (how == PIN_AS_USER && kt_become(USER_UID, 0))
 				c = 2;
 			fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
 			if (!c && (fd < 0 || kt_pin(fd, buf, len, NULL)))
@@ -190,7 +193,7 @@ static void holder_start(struct holder *h, size_t len, bool pin)
 		status = 5;
 	close(ready[0]);
 	if (status)
-		kt_bail("%s child failed (%d)", pin ? "pinning" : "mlocking", status);
+		kt_bail("%s child failed (%d)", hold_comm[how], status);
 }
 
 static void holder_stop(struct holder *h)
@@ -326,8 +329,23 @@ static void limits_cases(void)
 	      "status shows pmuser's 16 MiB limit");
 	kt_ok(prom("pinmem_user_refused_total{uid=\"1000\",user=\"pmuser\",reason=\"user\"}") >= 1,
 	      "and the refusal");
+	/* a second user and process: sorted largest first, the bar at half */
+	struct holder rootpin;
+	char row[160];
+
+	holder_start(&rootpin, 24 * KT_MIB, PIN_AS_ROOT);
 	rc = pinctl(ROOT, "status", NULL);
-	show("pinctl status (after limits set and a refused pin)");
+	kt_eq(rc, 0, "status with two pinning users");
+	show("pinctl status (limits set, a refused pin, two users)");
+	kt_ok(has(out, "[####################....................] 32 MiB of 64 MiB (50.0%)"),
+	      "the bar is at half of the 64 MiB global limit");
+	snprintf(row, sizeof(row), "%8d %-16s %-16s %8d %11s", rootpin.pid, "root",
+		 "pctl-rootpin", 1, "24 MiB");
+	kt_ok(has(out, row) && strstr(out, row) < strstr(out, "pctl-pinner"),
+	      "the 24 MiB process is listed before the 8 MiB one");
+	kt_ok(strstr(out, "\nroot ") && strstr(out, "\nroot ") < strstr(out, "\npmuser "),
+	      "and root before pmuser");
+	holder_stop(&rootpin);
 
 	/* back: --clear-user and the saved numbers, through pinctl */
 	char gs[32], ds[32];
@@ -372,7 +390,7 @@ static void no_module_view(void)
 
 	kt_eq(syscall(SYS_delete_module, "pinmem", O_NONBLOCK), 0, "unload pinmem");
 	kt_ok(access(PINMEM_STATS_PATH, F_OK) && access(PINMEM_DEVICE, F_OK), "module gone");
-	holder_start(&locker, LOCK_BYTES, false);
+	holder_start(&locker, LOCK_BYTES, MLOCK);
 	/* the counters must not move while pinctl reads them */
 	for (tries = 0; tries < 5; tries++) {
 		f0 = vmstat_pinned();
@@ -438,7 +456,7 @@ int main(int argc, char **argv)
 		kt_bail("setrlimit: %s", strerror(errno));
 	kt_limits_save();
 	kt_limits_open();
-	holder_start(&pinner, PIN_BYTES, true);
+	holder_start(&pinner, PIN_BYTES, PIN_AS_USER);
 	status_views(&pinner);
 	limits_cases();
 	holder_stop(&pinner);
