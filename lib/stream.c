@@ -387,6 +387,36 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 		batch_finish(s, sl, false);
 }
 
+/*
+ * Buffered reads: ask the page cache for the whole batch at once, in runs of
+ * adjacent items.  With many reads in flight readahead cannot see the order;
+ * without this, cold buffered streams read in small pieces.
+ */
+static void readahead_batch(struct pm_stream *s, struct slot *sl)
+{
+	uint64_t start = 0, end = 0;
+	uint32_t path = UINT32_MAX;
+
+	for (uint32_t i = 0; i <= sl->b.nitems; i++) {
+		const struct pm_batch_item *it = i < sl->b.nitems ? &sl->items[i] : NULL;
+
+		if (it && s->files[it->path_id].align)
+			continue;
+		if (it && it->path_id == path && it->file_offset == end) {
+			end += it->length;
+			continue;
+		}
+		if (path != UINT32_MAX)
+			posix_fadvise(s->files[path].fd, (off_t)start, (off_t)(end - start),
+				      POSIX_FADV_WILLNEED);
+		if (!it)
+			break;
+		path = it->path_id;
+		start = it->file_offset;
+		end = start + it->length;
+	}
+}
+
 /* Pick the next batch from the plan into a free slot; false when none. */
 static bool batch_start(struct pm_stream *s)
 {
@@ -473,6 +503,7 @@ static bool batch_start(struct pm_stream *s)
 		batch_finish(s, sl, true);
 		return true;
 	}
+	readahead_batch(s, sl);
 	s->filling = sl;
 	return true;
 }
