@@ -364,7 +364,6 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 
 	if (res) {
 		const struct pm_batch_item *it = &sl->items[rd->owner_item];
-		const struct pm_place *pl = &sl->place[rd->owner_item];
 
 		if (res == -ENODATA)
 			item_fail(s, sl, rd->owner_item, res,
@@ -375,11 +374,12 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 			item_fail(s, sl, rd->owner_item, res,
 				  "read of %u bytes at offset %llu failed",
 				  rd->len, (unsigned long long)rd->off);
-		(void)pl;
+		pthread_mutex_lock(&s->lock);	/* the consumer reads s->filling */
 		if (s->filling == sl) {
 			s->filling = NULL;	/* issue nothing more for it */
 			sl->issued = true;
 		}
+		pthread_mutex_unlock(&s->lock);
 	}
 	rd->next = s->free_reads;
 	s->free_reads = rd;
