@@ -245,6 +245,24 @@ static uint64_t consume(struct pm_stream *s, const struct pm_manifest *m,
 	return n;
 }
 
+static struct pm_stream *stream_ok(struct pm_ctx *ctx, struct pm_manifest *m,
+				    const struct pm_stream_opts *o)
+{
+	struct pm_stream *s = NULL;
+	int ret = pm_stream_create(ctx, m, o, &s);
+
+	if (ret)
+		fail_msg("pm_stream_create: %d %s", ret, pm_ctx_last_error(ctx));
+	return s;
+}
+
+/* Destroy the stream (NULL is fine), the manifest and the context. */
+static void finish(struct pm_ctx *ctx, struct pm_manifest *m, struct pm_stream *s)
+{
+	pm_stream_destroy(s);
+	finish(ctx, m, NULL);
+}
+
 /* --- every byte right --- */
 
 static void stream_all(enum pm_direct direct, enum pm_backend_kind be, uint32_t chunk,
@@ -265,7 +283,7 @@ static void stream_all(enum pm_direct direct, enum pm_backend_kind be, uint32_t 
 	o.slots = 3;
 	o.qd = 8;
 	o.chunk_bytes = chunk;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	for (uint32_t i = 0; i < pm_stream_nfiles(s); i++) {
 		assert_int_equal(pm_stream_file(s, i, &f), 0);
 		assert_int_equal(f.direct, expect_direct);
@@ -294,8 +312,7 @@ static void stream_all(enum pm_direct direct, enum pm_backend_kind be, uint32_t 
 	pm_stream_destroy(s);
 	assert_int_equal(count_fds(), fds);	/* every file closed */
 	free(counts);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 static void test_bytes_buffered(void **state)
@@ -324,8 +341,7 @@ static void test_bytes_direct(void **state)
 		o.direct = PM_DIRECT_ON;
 		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 		assert_non_null(strstr(pm_ctx_last_error(ctx), "O_DIRECT asked for but not possible"));
-		pm_manifest_destroy(m);
-		close_ctx(ctx);
+		finish(ctx, m, NULL);
 	}
 }
 
@@ -347,13 +363,11 @@ static void test_large_items_chunks(void **state)
 	o.batch_bytes = 4 << 20;	/* f0 (3 MiB) alone, then f1 + f2 + the 2 MiB item */
 	o.chunk_bytes = 128 << 10;
 	o.qd = 4;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(consume(s, m, counts, NULL, NULL), 2);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(counts[i], 1);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 static void test_batch_boundaries(void **state)
@@ -368,7 +382,7 @@ static void test_batch_boundaries(void **state)
 	/* by count: batches of exactly 7 (the last of 2), in manifest order */
 	pm_stream_opts_init(&o);
 	o.batch_items = 7;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	for (int n = 0; !pm_stream_next(s, &b) && b; n++) {
 		check_batch(m, b);
 		assert_int_equal(b->nitems, n < 14 ? 7 : 2);
@@ -382,7 +396,7 @@ static void test_batch_boundaries(void **state)
 	/* by bytes: each batch fits its slot and the next item would not have */
 	pm_stream_opts_init(&o);
 	o.batch_bytes = 65536;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	next_index = 0;
 	while (!pm_stream_next(s, &b) && b) {
 		struct pm_item nx;
@@ -397,9 +411,7 @@ static void test_batch_boundaries(void **state)
 		pm_stream_release(s, b);
 	}
 	assert_int_equal(next_index, 100);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 static void test_epochs_shuffle(void **state)
@@ -417,7 +429,7 @@ static void test_epochs_shuffle(void **state)
 	o.shuffle = true;
 	o.seed = 1234;
 	o.batch_items = 4;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, a, &na);
 	pm_stream_destroy(s);
 	assert_int_equal(na, 150);
@@ -431,17 +443,16 @@ static void test_epochs_shuffle(void **state)
 	}
 	assert_memory_not_equal(a, a + 50, 50 * sizeof(*a));
 	/* the same seed gives the same stream, another seed another */
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, b, &nb);
 	pm_stream_destroy(s);
 	assert_memory_equal(a, b, sizeof(a));
 	o.seed = 1235;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, c, &nc);
 	pm_stream_destroy(s);
 	assert_memory_not_equal(a, c, sizeof(a));
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 static void test_sharding_exactly_once(void **state)
@@ -462,7 +473,7 @@ static void test_sharding_exactly_once(void **state)
 		o.seed = 77;
 		o.epochs = 2;
 		o.batch_items = 3;
-		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		s = stream_ok(ctx, m, &o);
 		consume(s, m, counts, NULL, NULL);
 		assert_int_equal(pm_stream_stats(s, &st), 0);
 		assert_int_equal(st.items, 2 * (r < 3 ? 8 : 7));
@@ -471,8 +482,7 @@ static void test_sharding_exactly_once(void **state)
 	}
 	for (int i = 0; i < 31; i++)
 		assert_int_equal(counts[i], 2);	/* once per epoch across the 4 ranks */
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 static void test_as_completed(void **state)
@@ -491,7 +501,7 @@ static void test_as_completed(void **state)
 	o.batch_bytes = 256 << 10;
 	o.slots = 6;
 	o.prefetch = 3;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	while (!pm_stream_next(s, &b) && b) {
 		check_batch(m, b);
 		assert_true(b->seq < 64 && !seen[b->seq]);
@@ -505,9 +515,7 @@ static void test_as_completed(void **state)
 		assert_true(seen[i]);
 	for (int i = 0; i < 200; i++)
 		assert_int_equal(counts[i], 1);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 /* A held batch stays intact while every other slot is recycled many times. */
@@ -524,7 +532,7 @@ static void test_held_batch_untouched(void **state)
 	pm_stream_opts_init(&o);
 	o.slots = 2;
 	o.batch_bytes = 128 << 10;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_next(s, &held), 0);
 	assert_non_null(held);
 	check_batch(m, held);
@@ -546,9 +554,7 @@ static void test_held_batch_untouched(void **state)
 	assert_int_equal(pm_stream_release(s, held), -EINVAL);	/* not held twice */
 	free(snap_host);
 	free(snap_dev);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 static void test_all_slots_held(void **state)
@@ -563,7 +569,7 @@ static void test_all_slots_held(void **state)
 	pm_stream_opts_init(&o);
 	o.slots = 2;
 	o.batch_bytes = 64 << 10;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_next(s, &b1), 0);
 	assert_int_equal(pm_stream_next(s, &b2), 0);
 	assert_int_equal(pm_stream_next(s, &b3), -EDEADLK);
@@ -578,8 +584,7 @@ static void test_all_slots_held(void **state)
 	check_batch(m, b2);
 	check_batch(m, b3);
 	pm_stream_destroy(s);	/* with batches still held: nothing leaks */
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 static void test_stats_stalls(void **state)
@@ -595,7 +600,7 @@ static void test_stats_stalls(void **state)
 	pm_stream_opts_init(&o);
 	o.slots = 2;
 	o.batch_items = 5;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	while (!pm_stream_next(s, &b) && b) {
 		usleep(20000);
 		pm_stream_release(s, b);
@@ -608,9 +613,7 @@ static void test_stats_stalls(void **state)
 	assert_int_equal(st.slots, 2);
 	assert_int_equal(st.total_items, 60);
 	assert_int_equal(st.total_bytes, pm_manifest_bytes(m));
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 static void test_crc(void **state)
@@ -626,7 +629,7 @@ static void test_crc(void **state)
 	assert_int_equal(pm_manifest_add(m, tf[1].path, 200, 5000, true, good, NULL, 0), 0);
 	pm_stream_opts_init(&o);
 	o.batch_items = 1;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_next(s, &b), 0);
 	check_batch(m, b);
 	pm_stream_release(s, b);
@@ -637,11 +640,9 @@ static void test_crc(void **state)
 	assert_non_null(strstr(pm_stream_error(s), "the manifest says"));
 	pm_stream_destroy(s);
 	o.no_crc = true;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, NULL, NULL);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 /* --- bad input --- */
@@ -672,7 +673,7 @@ static void test_missing_file(void **state)
 	assert_int_equal(count_maps(), maps);
 	/* skip: the other items still arrive; the bad one is counted and named */
 	o.on_error = PM_ON_ERROR_SKIP;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	while (!pm_stream_next(s, &b) && b) {
 		check_batch(m, b);
 		assert_int_not_equal(b->items[0].index, 1);
@@ -716,7 +717,7 @@ static void test_past_eof(void **state)
 	add(m, 2, 0, 200);
 	pm_stream_opts_init(&o);
 	o.batch_items = 1;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_next(s, &b), 0);
 	check_batch(m, b);
 	pm_stream_release(s, b);
@@ -727,9 +728,7 @@ static void test_past_eof(void **state)
 	/* stop means stop: the same error again, never the third batch */
 	assert_int_equal(pm_stream_next(s, &b), -ENODATA);
 	assert_null(b);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 static void test_zero_and_too_big(void **state)
@@ -752,7 +751,7 @@ static void test_zero_and_too_big(void **state)
 	add(m, 0, 1000, 1000);
 	pm_stream_opts_init(&o);
 	o.batch_bytes = 65536;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_next(s, &b), 0);
 	check_batch(m, b);
 	pm_stream_release(s, b);
@@ -761,14 +760,12 @@ static void test_zero_and_too_big(void **state)
 	assert_non_null(strstr(pm_stream_error(s), "more than a slot (65536 bytes"));
 	pm_stream_destroy(s);
 	o.on_error = PM_ON_ERROR_SKIP;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, NULL, NULL);
 	assert_int_equal(pm_stream_stats(s, &st), 0);
 	assert_int_equal(st.items, 2);
 	assert_int_equal(st.failed_items, 1);
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 static void test_bad_opts(void **state)
@@ -805,8 +802,7 @@ static void test_bad_opts(void **state)
 	o.qd = 100000;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_int_equal(count_fds(), fds);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 /* A file that shrinks under the stream: the batch fails, never stale bytes. */
@@ -830,7 +826,7 @@ static void shrink(enum pm_direct direct)
 	o.direct = direct;
 	o.slots = 1;		/* the reader cannot run ahead of the consumer */
 	o.batch_items = 4;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_next(s, &b), 0);
 	assert_memory_equal(b->host, data, 4 * 65536);
 	assert_int_equal(truncate(path, 7 * 65536 + 100), 0);	/* item 7 loses its tail */
@@ -850,8 +846,7 @@ static void shrink(enum pm_direct direct)
 	pm_stream_destroy(s);
 	unlink(path);
 	free(data);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 static void test_file_shrinks(void **state)
@@ -874,9 +869,7 @@ static void test_eio(void **state)
 	assert_null(b);
 	assert_non_null(strstr(pm_stream_error(s),
 			       "item 0 (/proc/self/mem offset 0 length 4096): read of 4096 bytes at offset 0 failed (Input/output error)"));
-	pm_stream_destroy(s);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, s);
 }
 
 /* --- tear-down at any point --- */
@@ -895,7 +888,7 @@ static void test_destroy_anytime(void **state)
 		pm_stream_opts_init(&o);
 		o.batch_bytes = 256 << 10;
 		o.qd = 16;
-		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		s = stream_ok(ctx, m, &o);
 		if (when >= 1)		/* hold one batch */
 			assert_int_equal(pm_stream_next(s, &b), 0);
 		if (when >= 2)		/* reads in flight behind it */
@@ -906,8 +899,7 @@ static void test_destroy_anytime(void **state)
 	}
 	assert_int_equal(count_fds(), fds);
 	assert_int_equal(count_maps(), maps);
-	pm_manifest_destroy(m);
-	close_ctx(ctx);
+	finish(ctx, m, NULL);
 }
 
 /* A consumer killed while streaming leaves nothing behind in its parent. */
@@ -991,7 +983,7 @@ static void test_cuda_stub(void **state)
 	pm_stream_opts_init(&o);
 	o.slots = 3;
 	o.batch_bytes = 256 << 10;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	assert_int_equal(count("registrations"), 1);	/* the slot buffer */
 	assert_int_equal(count("allocs"), 3);		/* a device buffer per slot */
 	back = malloc(256 << 10);
@@ -1014,7 +1006,7 @@ static void test_cuda_stub(void **state)
 
 	/* copies held pending: no batch is handed out before its copy completed */
 	hold(1);
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	s = stream_ok(ctx, m, &o);
 	usleep(100000);
 	{
 		struct pm_stream_stats st;
