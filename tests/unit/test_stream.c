@@ -260,7 +260,8 @@ static struct pm_stream *stream_ok(struct pm_ctx *ctx, struct pm_manifest *m,
 static void finish(struct pm_ctx *ctx, struct pm_manifest *m, struct pm_stream *s)
 {
 	pm_stream_destroy(s);
-	finish(ctx, m, NULL);
+	pm_manifest_destroy(m);
+	close_ctx(ctx);
 }
 
 /* --- every byte right --- */
