@@ -87,6 +87,10 @@ fi
 [ "$accel" = auto ] && accel=$(probe_accel)
 out=${out:-$O/vm/$kver}
 mkdir -p "$out"
+# Helpers sharing a checkout may boot the same kernel at once: take turns
+# rather than overwrite each other's initramfs and log.
+exec 9>"$out/.lock"
+flock 9
 log=$out/console.log
 
 # Build: the test programs once, the module for this kernel.
@@ -139,13 +143,15 @@ printf 'root:x:0:\npinmem:x:990:pmuser\n' >"$root/etc/group"
 
 cpu=max
 [ "$accel" = kvm ] && cpu=host
+# movablecore: user pages start out in ZONE_MOVABLE, so tests can see that
+# the module's long-term pins move them out first.
 echo "vm: $kver: booting ($accel, timeout ${timeout}s), log $log"
 start=$(date +%s)
 rc=0
 timeout -k 10 "$timeout" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" \
 	-m 2048 -smp 2 -nographic -no-reboot -net none \
 	-kernel "$kernel" -initrd "$out/initrd.gz" \
-	-append "console=ttyS0 panic=-1 $append" </dev/null >"$log" 2>&1 || rc=$?
+	-append "console=ttyS0 panic=-1 movablecore=512M $append" </dev/null >"$log" 2>&1 || rc=$?
 secs=$(($(date +%s) - start))
 
 # Judge the log.  Carriage returns come from the serial console.
