@@ -27,6 +27,18 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* open(O_RDONLY), or -errno with "path: reason" in err. */
+static int open_ro(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fd = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-fd));
+	}
+	return fd;
+}
+
 int pm_manifest_create(struct pm_manifest **mp)
 {
 	struct pm_manifest *m = calloc(1, sizeof(*m));
@@ -189,12 +201,9 @@ int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 	uint64_t off, size;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
-		return ret;
-	}
+	fd = open_ro(path, err, errlen);
+	if (fd < 0)
+		return fd;
 	ret = fstat(fd, &st) ? -errno : 0;
 	close(fd);
 	if (ret) {
@@ -461,12 +470,9 @@ int pm_manifest_load(struct pm_manifest *m, const char *path, char *err,
 	size_t len = 0, cap = 0;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
-		return ret;
-	}
+	fd = open_ro(path, err, errlen);
+	if (fd < 0)
+		return fd;
 	for (;;) {
 		ssize_t r;
 
