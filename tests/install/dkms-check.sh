@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The DKMS path of the README, with the real dkms commands: `make
 # dkms-install-src`, `dkms add`, `dkms build` and `dkms install` for every
-# kernel with headers (Debian's 6.1 and the backports 6.12), then `dkms remove
+# kernel with headers (Debian's 6.1 and the backports 6.12), `dkms
+# autoinstall` (the new-kernel hook) after an uninstall, then `dkms remove
 # --all`.  Checks that each built module says version VERSION and was built
 # for its kernel, that modprobe would find it after depmod, and that every
 # option named in packaging/modprobe.d/pinmem.conf is a module parameter.
@@ -82,7 +83,7 @@ $MAKE --no-print-directory dkms-install-src DESTDIR="$root" >/dev/null
 grep -qx "PACKAGE_VERSION=\"$VERSION\"" "$srcdir/dkms.conf" ||
 	fail "$srcdir/dkms.conf does not say PACKAGE_VERSION=\"$VERSION\""
 
-dkms add "${topt[@]}" -m "$name" -v "$VERSION"
+dkms add "${topt[@]}" "$name/$VERSION"
 added=1
 
 parms=
@@ -120,6 +121,14 @@ for kv in $kernels; do
 	parms=$(nm "$tmp/pinmem.ko" | sed -n 's/.* __param_\([a-z0-9_]*\)$/\1/p' | grep -v '^str_')
 	echo "dkms-check: $kv: $ko version $v, signer '$(modinfo -F signer "$ko")'"
 done
+
+# AUTOINSTALL=yes: what the kernel's postinst hook runs puts it back.
+dkms uninstall "${topt[@]}" "$name/$VERSION" -k "$kv" > /dev/null
+[ -z "$(find "$installtree/$kv" -name "$name.ko*")" ] || fail "dkms uninstall -k $kv left the module"
+dkms autoinstall "${topt[@]}" -k "$kv" > /dev/null
+[ -n "$(find "$installtree/$kv" -name "$name.ko*")" ] ||
+	fail "dkms autoinstall -k $kv did not reinstall $name (AUTOINSTALL in dkms.conf?)"
+echo "dkms-check: $kv: dkms autoinstall reinstalls it"
 
 # The documented examples in modprobe.d must name real parameters.
 opts=$(sed -n 's/^#[[:space:]]*options[[:space:]]\+pinmem[[:space:]]\+//p' \
