@@ -15,6 +15,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -225,6 +229,34 @@ static inline struct pm_ctx *fake_ctx(unsigned int flags, enum pm_backend_kind b
 
 	assert_int_equal(pm_open_sys(&ctx, &o, &fake_ops), 0);
 	return ctx;
+}
+
+/* Give up CAP_IPC_LOCK, so RLIMIT_MEMLOCK applies to this (root) process. */
+static inline int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1U << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1U << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d) ? -1 : 0;
+}
+
+/* Run fn in a child process; its exit status (0 = passed), or -1. */
+static inline int in_child(int (*fn)(void))
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (!pid)
+		_exit(fn());
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
 }
 
 #define MiB (1ULL << 20)

@@ -10,6 +10,7 @@
  */
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -363,6 +364,7 @@ static void names(void **state)
 /* The real module, in the VM. */
 
 static int dev_fd = -1;
+static struct pinmem_limits limits_before;
 
 static struct pm_ctx *module_ctx(void)
 {
@@ -389,12 +391,26 @@ static struct pinmem_stats stats(void)
 static int module_setup(void **state)
 {
 	dev_fd = open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
-	assert_true(dev_fd >= 0);
-	return 0;
+	if (dev_fd < 0)
+		return -1;
+	memset(&limits_before, 0, sizeof(limits_before));
+	return ioctl(dev_fd, PINMEM_IOC_GET_LIMITS, &limits_before);
 }
 
+/* Whatever a failed case left behind, the next VM test sees the limits it found. */
 static int module_teardown(void **state)
 {
+	struct pinmem_limits l = limits_before;
+
+	l.flags = PINMEM_LIMIT_SET_GLOBAL | PINMEM_LIMIT_SET_DEFAULT_USER |
+		  PINMEM_LIMIT_SET_RLIMIT;
+	l.user_limit = 0;
+	l.user_flags = 0;
+	ioctl(dev_fd, PINMEM_IOC_SET_LIMITS, &l);
+	memset(&l, 0, sizeof(l));
+	l.flags = PINMEM_LIMIT_CLEAR_USER;
+	l.uid = getuid();
+	ioctl(dev_fd, PINMEM_IOC_SET_LIMITS, &l);
 	close(dev_fd);
 	return 0;
 }
@@ -536,6 +552,47 @@ static void module_budget_refusals(void **state)
 	assert_int_equal(pm_buf_pin_mode(b), PM_PIN_MODULE);
 	pm_close(ctx);
 }
+
+/* In a child without CAP_IPC_LOCK and a 1 MiB RLIMIT_MEMLOCK (no cmocka asserts here). */
+static int child_module_rlimit(void)
+{
+	struct pm_open_opts oo = { .flags = PM_OPEN_REQUIRE_MODULE, .backend = PM_BACKEND_NONE };
+	struct pm_buf_opts o = { .pin = PM_PIN_MODULE };
+	struct rlimit rl = { 1 * MiB, 1 * MiB };
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+	const char *e;
+
+	if (drop_ipc_lock() || setrlimit(RLIMIT_MEMLOCK, &rl) || pm_open(&ctx, &oo))
+		return 10;
+	if (pm_buf_alloc(ctx, 8 * MiB, &o, &b) != -ENOMEM)
+		return 11;
+	e = pm_ctx_last_error(ctx);
+	if (!strstr(e, "pinning 8.0 MiB would exceed RLIMIT_MEMLOCK: ") ||
+	    !strstr(e, " of 1.0 MiB in use; raise it with ulimit -l")) {
+		fprintf(stderr, "got: %s\n", e);
+		return 12;
+	}
+	if (pm_buf_alloc(ctx, 512 * 1024, &o, &b) || pm_buf_pin_mode(b) != PM_PIN_MODULE)
+		return 13;
+	pm_close(ctx);
+	return 0;
+}
+
+static void module_rlimit_refusal(void **state)
+{
+	struct pinmem_limits saved, l;
+
+	memset(&saved, 0, sizeof(saved));
+	assert_int_equal(ioctl(dev_fd, PINMEM_IOC_GET_LIMITS, &saved), 0);
+	memset(&l, 0, sizeof(l));
+	l.flags = PINMEM_LIMIT_SET_RLIMIT;
+	l.enforce_rlimit = 1;
+	set_limits(&l);
+	assert_int_equal(in_child(child_module_rlimit), 0);
+	l.enforce_rlimit = saved.enforce_rlimit;
+	set_limits(&l);
+}
 #endif
 
 int main(void)
@@ -566,6 +623,7 @@ int main(void)
 		cmocka_unit_test(module_inplace),
 		cmocka_unit_test(module_file_mapping_steps_down),
 		cmocka_unit_test(module_budget_refusals),
+		cmocka_unit_test(module_rlimit_refusal),
 	};
 
 	failed += cmocka_run_group_tests_name("buf_module", module_tests, module_setup,

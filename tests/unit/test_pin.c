@@ -4,10 +4,7 @@
  * stand-in module (pm_test.h); mlock runs for real, including a real
  * RLIMIT_MEMLOCK refusal in a child that gave up CAP_IPC_LOCK.
  */
-#include <linux/capability.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pinmem.h"
@@ -188,19 +185,6 @@ static void real_mlock(void **state)
 	pm_close(ctx);
 }
 
-/* Without CAP_IPC_LOCK (root has it), RLIMIT_MEMLOCK applies to mlock. */
-static int drop_ipc_lock(void)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d))
-		return -1;
-	d[CAP_IPC_LOCK / 32].effective &= ~(1U << (CAP_IPC_LOCK % 32));
-	d[CAP_IPC_LOCK / 32].permitted &= ~(1U << (CAP_IPC_LOCK % 32));
-	return syscall(SYS_capset, &h, d) ? -1 : 0;
-}
-
 static int child_rlimit(void)
 {
 	struct pm_open_opts o = { .flags = PM_OPEN_NO_MODULE, .backend = PM_BACKEND_NONE };
@@ -224,17 +208,10 @@ static int child_rlimit(void)
 	return 0;
 }
 
+/* Without CAP_IPC_LOCK (root has it), RLIMIT_MEMLOCK applies to mlock. */
 static void real_mlock_rlimit_refusal(void **state)
 {
-	int status;
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (!pid)
-		_exit(child_rlimit());
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(in_child(child_rlimit), 0);
 }
 
 int main(void)
