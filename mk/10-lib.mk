@@ -39,13 +39,17 @@ $(O)/lib/%.o: lib/%.c
 
 -include $(LIB_OBJS:.o=.d)
 
+# Written aside and renamed, so a program linking while the library is
+# rebuilt never sees a half-written archive.
 $(LIBPINMEM_A): $(LIB_OBJS)
-	@rm -f $@
-	$(AR) rcs $@ $^
+	@rm -f $@.tmp
+	$(AR) rcs $@.tmp $^
+	mv -f $@.tmp $@
 
 $(LIBPINMEM_SO): $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libpinmem.so.0 \
-		-Wl,--no-undefined -o $@ $^ $(LIB_LDLIBS)
+		-Wl,--no-undefined -o $@.tmp $^ $(LIB_LDLIBS)
+	mv -f $@.tmp $@
 	ln -sf libpinmem.so.$(VERSION) $(O)/libpinmem.so.0
 	ln -sf libpinmem.so.0 $(O)/libpinmem.so
 
