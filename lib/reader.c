@@ -158,8 +158,7 @@ int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr)
 	return 0;
 }
 
-/* A read came back with res: finished, failed, or to be resubmitted (1). */
-static int complete(struct pm_reader *r, struct pm_read *rd, int res)
+int pm_read_complete(struct pm_read *rd, int res)
 {
 	if (res == -EAGAIN || res == -EINTR) {
 		rd->resubmits++;
@@ -187,7 +186,7 @@ int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg)
 
 	io_uring_for_each_cqe(&r->ring, head, cqe) {
 		struct pm_read *rd = io_uring_cqe_get_data(cqe);
-		int ret = complete(r, rd, cqe->res);
+		int ret = pm_read_complete(rd, cqe->res);
 
 		n++;
 		r->inflight--;

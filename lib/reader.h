@@ -63,6 +63,8 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd);
 int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr);
 /* Handle every available completion; calls done for reads that finished. */
 int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg);
+/* Account a completion of rd: 0 done, 1 resubmit the rest, -errno failed (-ENODATA: end of file first). */
+int pm_read_complete(struct pm_read *rd, int res);
 /* Unregister and close the ring (after every read completed). */
 void pm_reader_exit(struct pm_reader *r);
 /* "SINGLE_ISSUER|DEFER_TASKRUN" style names of flags. */
