@@ -60,8 +60,14 @@ int pm_pin(struct pm_ctx *ctx, struct pm_buf *b, enum pm_pin_mode want,
 	   bool strict);
 void pm_unpin(struct pm_ctx *ctx, struct pm_buf *b);
 
-/* The sentence for a failed PIN of len bytes (uses the STATS ioctl). */
-int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len);
+/*
+ * The sentence for a failed PIN of len bytes, from the STATS ioctl.  With
+ * before (STATS taken just before the PIN), a budget errno whose refusal
+ * counter did not move is reported as the failure it was (the module's
+ * ENOMEM also means "out of memory", not only RLIMIT_MEMLOCK).
+ */
+int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
+		     const struct pinmem_stats *before);
 /* The sentence for a failed mlock of len bytes. */
 int pm_refuse_mlock(struct pm_ctx *ctx, int err, size_t len);
 

@@ -11,11 +11,15 @@
 
 #include "buf.h"
 
-static int pin_module(struct pm_ctx *ctx, struct pm_buf *b)
+/* 0, or the PIN's -errno with the counters from just before it in *before. */
+static int pin_module(struct pm_ctx *ctx, struct pm_buf *b,
+		      struct pinmem_stats *before, bool *have_before)
 {
 	struct pinmem_pin p;
 	int r;
 
+	memset(before, 0, sizeof(*before));
+	*have_before = !ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, before);
 	memset(&p, 0, sizeof(p));
 	p.addr = (uintptr_t)b->ptr;
 	p.length = b->size;
@@ -45,6 +49,8 @@ static int pin_mlock(struct pm_ctx *ctx, struct pm_buf *b)
 int pm_pin(struct pm_ctx *ctx, struct pm_buf *b, enum pm_pin_mode want,
 	   bool strict)
 {
+	struct pinmem_stats before;
+	bool have_before;
 	int r;
 
 	b->pin = PM_PIN_NONE;
@@ -61,11 +67,11 @@ int pm_pin(struct pm_ctx *ctx, struct pm_buf *b, enum pm_pin_mode want,
 		pm_buf_add_note(b, "no module (%s): used mlock", ctx->module_note);
 		return pin_mlock(ctx, b);
 	}
-	r = pin_module(ctx, b);
+	r = pin_module(ctx, b, &before, &have_before);
 	if (!r)
 		return 0;
 	if (r != -EOPNOTSUPP || (strict && want == PM_PIN_MODULE))
-		return pm_refuse_module(ctx, r, b->size);
+		return pm_refuse_module(ctx, r, b->size, have_before ? &before : NULL);
 	pm_buf_add_note(b, "/dev/pinmem cannot pin this mapping (%s): used mlock",
 		    strerror(-r));
 	return pin_mlock(ctx, b);

@@ -53,11 +53,12 @@ static char *fmt_use(char *out, size_t len, uint64_t used, uint64_t limit)
 	return out;
 }
 
-int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len)
+int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
+		     const struct pinmem_stats *before)
 {
 	struct pinmem_stats st;
 	const char *budget, *hint = "";
-	uint64_t used, limit;
+	uint64_t used, limit, refused, refused_before;
 	char ask[32], use[64];
 	int r;
 
@@ -73,16 +74,25 @@ int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len)
 		budget = "the global budget";
 		used = st.global.pinned_bytes;
 		limit = st.global.limit_bytes;
+		refused = st.file.refused_global;
+		refused_before = before ? before->file.refused_global : 0;
 	} else if (err == -PINMEM_ERR_USER) {
 		budget = "the per-user budget";
 		used = st.user.pinned_bytes;
 		limit = st.user.limit_bytes;
+		refused = st.file.refused_user;
+		refused_before = before ? before->file.refused_user : 0;
 	} else {
 		budget = "RLIMIT_MEMLOCK";
 		used = st.mm_pinned_bytes;
 		limit = st.file.limit_bytes;
 		hint = "; raise it with ulimit -l";
+		refused = st.file.refused_rlimit;
+		refused_before = before ? before->file.refused_rlimit : 0;
 	}
+	if (!r && before && refused == refused_before)
+		return pm_ctx_error(ctx, err, "pinning %s through /dev/pinmem failed: %s (no budget refused it)",
+				    ask, strerror(-err));
 	if (r)
 		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (reading its use failed: %s)",
 				    ask, budget, strerror(-r));

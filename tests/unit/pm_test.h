@@ -43,6 +43,7 @@ struct fake_sys {
 	uint64_t rlimit_used, rlimit_limit;
 	uint64_t handles[FAKE_REGIONS], lengths[FAKE_REGIONS];
 	int regions, pins, unpins, unpin_unknown;
+	uint64_t refused_global, refused_user, refused_rlimit, refused_fault;
 	uint64_t next_handle;
 	int mlock_err;			/* forced mlock result when != 0 */
 	int mlocks, munlocks;
@@ -86,14 +87,22 @@ static inline int fake_pin(struct pinmem_pin *p)
 {
 	if (p->flags || p->pad || !p->length || p->addr % 4096 || p->length % 4096)
 		return -EINVAL;
-	if (fake.pin_err)
+	if (fake.pin_err) {
+		fake.refused_fault++;
 		return fake.pin_err;
-	if (fake_over(fake.global_used, fake.global_limit, p->length))
+	}
+	if (fake_over(fake.global_used, fake.global_limit, p->length)) {
+		fake.refused_global++;
 		return -PINMEM_ERR_GLOBAL;
-	if (fake_over(fake.user_used, fake.user_limit, p->length))
+	}
+	if (fake_over(fake.user_used, fake.user_limit, p->length)) {
+		fake.refused_user++;
 		return -PINMEM_ERR_USER;
-	if (fake_over(fake.rlimit_used, fake.rlimit_limit, p->length))
+	}
+	if (fake_over(fake.rlimit_used, fake.rlimit_limit, p->length)) {
+		fake.refused_rlimit++;
 		return -PINMEM_ERR_RLIMIT;
+	}
 	assert_true(fake.regions < FAKE_REGIONS);
 	fake.global_used += p->length;
 	fake.user_used += p->length;
@@ -152,6 +161,10 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 		st->user.pinned_bytes = fake.user_used;
 		st->user.limit_bytes = fake.user_limit;
 		st->file.limit_bytes = fake.rlimit_limit;
+		st->file.refused_global = fake.refused_global;
+		st->file.refused_user = fake.refused_user;
+		st->file.refused_rlimit = fake.refused_rlimit;
+		st->file.refused_fault = fake.refused_fault;
 		st->mm_pinned_bytes = fake.rlimit_used;
 		return 0;
 	}

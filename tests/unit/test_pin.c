@@ -108,6 +108,12 @@ static void other_module_errors_fail(void **state)
 	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -EFAULT);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 MiB through /dev/pinmem failed: Bad address");
+	/* ENOMEM that no budget counted (the kernel ran out while pinning). */
+	fake.pin_err = -ENOMEM;
+	fake.rlimit_limit = 64 * MiB;
+	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB through /dev/pinmem failed: Cannot allocate memory (no budget refused it)");
 	assert_int_equal(fake.mlocks, 0);
 	pm_close(ctx);
 }

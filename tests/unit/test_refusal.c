@@ -37,7 +37,7 @@ static void user_budget(void **state)
 {
 	fake.user_used = 61 * GiB / 2;
 	fake.user_limit = 32 * GiB;
-	assert_int_equal(pm_refuse_module(ctx, -EDQUOT, 8 * GiB), -EDQUOT);
+	assert_int_equal(pm_refuse_module(ctx, -EDQUOT, 8 * GiB, NULL), -EDQUOT);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 GiB would exceed the per-user budget: 30.5 of 32.0 GiB in use");
 }
@@ -46,7 +46,7 @@ static void global_budget(void **state)
 {
 	fake.global_used = 90 * GiB;
 	fake.global_limit = 94 * GiB;
-	assert_int_equal(pm_refuse_module(ctx, -ENOSPC, 8 * GiB), -ENOSPC);
+	assert_int_equal(pm_refuse_module(ctx, -ENOSPC, 8 * GiB, NULL), -ENOSPC);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 GiB would exceed the global budget: 90.0 of 94.0 GiB in use");
 }
@@ -55,7 +55,7 @@ static void rlimit_budget(void **state)
 {
 	fake.rlimit_used = 60 * MiB;
 	fake.rlimit_limit = 64 * MiB;
-	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 8 * MiB), -ENOMEM);
+	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 8 * MiB, NULL), -ENOMEM);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 MiB would exceed RLIMIT_MEMLOCK: 60.0 of 64.0 MiB in use; raise it with ulimit -l");
 }
@@ -64,7 +64,7 @@ static void units_differ(void **state)
 {
 	fake.user_used = 12 * MiB;
 	fake.user_limit = 32 * GiB;
-	pm_refuse_module(ctx, -EDQUOT, 40 * GiB);
+	pm_refuse_module(ctx, -EDQUOT, 40 * GiB, NULL);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 40.0 GiB would exceed the per-user budget: 12.0 MiB of 32.0 GiB in use");
 }
@@ -74,20 +74,37 @@ static void numbers_moved(void **state)
 {
 	fake.user_used = 1 * GiB;
 	fake.user_limit = 32 * GiB;
-	pm_refuse_module(ctx, -EDQUOT, 1 * GiB);
+	pm_refuse_module(ctx, -EDQUOT, 1 * GiB, NULL);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 GiB was refused by the per-user budget (now 1.0 of 32.0 GiB in use)");
 	fake.global_used = 5 * GiB;
-	pm_refuse_module(ctx, -ENOSPC, 1 * GiB);
+	pm_refuse_module(ctx, -ENOSPC, 1 * GiB, NULL);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 GiB was refused by the global budget (unlimited, 5.0 GiB in use)");
 }
 
 static void other_module_error(void **state)
 {
-	assert_int_equal(pm_refuse_module(ctx, -EFAULT, 8 * GiB), -EFAULT);
+	assert_int_equal(pm_refuse_module(ctx, -EFAULT, 8 * GiB, NULL), -EFAULT);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 GiB through /dev/pinmem failed: Bad address");
+}
+
+/* The module's ENOMEM is also "out of memory": the counters tell which it was. */
+static void enomem_without_budget_refusal(void **state)
+{
+	struct pinmem_stats before;
+
+	memset(&before, 0, sizeof(before));
+	fake.rlimit_limit = 64 * MiB;
+	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 1 * MiB, &before), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB through /dev/pinmem failed: Cannot allocate memory (no budget refused it)");
+	fake.refused_rlimit = 1;
+	fake.rlimit_used = 64 * MiB;
+	pm_refuse_module(ctx, -ENOMEM, 1 * MiB, &before);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB would exceed RLIMIT_MEMLOCK: 64.0 of 64.0 MiB in use; raise it with ulimit -l");
 }
 
 static void mlock_rlimit(void **state)
@@ -128,6 +145,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(units_differ, setup, teardown),
 		cmocka_unit_test_setup_teardown(numbers_moved, setup, teardown),
 		cmocka_unit_test_setup_teardown(other_module_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(enomem_without_budget_refusal, setup, teardown),
 		cmocka_unit_test_setup_teardown(mlock_rlimit, setup, teardown),
 		cmocka_unit_test_setup_teardown(mlock_other_error, setup, teardown),
 	};
