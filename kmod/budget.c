@@ -525,22 +525,29 @@ void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct)
 }
 
 /**
- * pinmem_budget_for_each_user() - call @fn on every known user, by uid
- * @fn: called with the budget lock held; must not sleep
- * @arg: passed to @fn
+ * pinmem_budget_user_next() - step through the known users by uid
+ * @v: in: the user returned last (unless @first); out: the next one
+ * @first: start at the lowest uid
+ *
+ * Each user is copied under the lock; the lock is not held between calls.
+ *
+ * Return: false when no user follows.
  */
-void pinmem_budget_for_each_user(void (*fn)(const struct pinmem_user_view *v,
-					    void *arg), void *arg)
+bool pinmem_budget_user_next(struct pinmem_user_view *v, bool first)
 {
-	struct pinmem_user_view v;
 	struct pinmem_user *u;
+	bool found = false;
 
 	spin_lock(&pinmem_budget_lock);
 	list_for_each_entry(u, &pinmem_users, node) {
-		pinmem_user_view(u, u->uid, &v);
-		fn(&v, arg);
+		if (first || uid_gt(u->uid, v->uid)) {
+			pinmem_user_view(u, u->uid, v);
+			found = true;
+			break;
+		}
 	}
 	spin_unlock(&pinmem_budget_lock);
+	return found;
 }
 
 /**

@@ -56,8 +56,7 @@ u64 pinmem_budget_rlimit(void);
 void pinmem_budget_global(struct pinmem_global_view *v);
 void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v);
 void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct);
-void pinmem_budget_for_each_user(void (*fn)(const struct pinmem_user_view *v,
-					    void *arg), void *arg);
+bool pinmem_budget_user_next(struct pinmem_user_view *v, bool first);
 
 int pinmem_budget_get_limits(struct pinmem_limits *l);
 int pinmem_budget_set_limits(const struct pinmem_limits *l);

@@ -63,6 +63,14 @@ else
 	exit 1
 fi
 
+# Kernels that still walk hugetlb mappings with follow_hugetlb_page() (up to
+# 6.6) WARN and fail a FOLL_LONGTERM pin of a hugetlb page in ZONE_MOVABLE
+# (try_grab_folio() refuses it instead of letting it be migrated), so the
+# module pins hugetlb without FOLL_LONGTERM there and checks the zone itself.
+if probe follow_hugetlb_page "linux/hugetlb.h" "(void)follow_hugetlb_page;"; then
+	echo "#define PINMEM_HUGETLB_LONGTERM_WARNS 1"
+fi
+
 # unpin_user_page_range_dirty_lock() (5.12) unpins a run in one call.
 if ! probe unpin_range "linux/mm.h" \
 	"unpin_user_page_range_dirty_lock(NULL, 1, true);"; then

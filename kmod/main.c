@@ -191,15 +191,14 @@ struct pinmem_ioc {
 };
 
 /* Indexed by _IOC_NR; a hole has cmd 0, which no command equals. */
-#define PINMEM_IOC(c, f) [_IOC_NR(c)] = { .cmd = (c), .fn = (f) }
 static const struct pinmem_ioc pinmem_iocs[] = {
-	PINMEM_IOC(PINMEM_IOC_GET_VERSION, pinmem_ioc_version),
-	PINMEM_IOC(PINMEM_IOC_PIN, pinmem_ioc_pin),
-	PINMEM_IOC(PINMEM_IOC_UNPIN, pinmem_ioc_unpin),
-	PINMEM_IOC(PINMEM_IOC_REGIONS, pinmem_ioc_regions),
-	PINMEM_IOC(PINMEM_IOC_STATS, pinmem_ioc_stats),
-	PINMEM_IOC(PINMEM_IOC_GET_LIMITS, pinmem_ioc_get_limits),
-	PINMEM_IOC(PINMEM_IOC_SET_LIMITS, pinmem_ioc_set_limits),
+	[_IOC_NR(PINMEM_IOC_GET_VERSION)] = { PINMEM_IOC_GET_VERSION, pinmem_ioc_version },
+	[_IOC_NR(PINMEM_IOC_PIN)] = { PINMEM_IOC_PIN, pinmem_ioc_pin },
+	[_IOC_NR(PINMEM_IOC_UNPIN)] = { PINMEM_IOC_UNPIN, pinmem_ioc_unpin },
+	[_IOC_NR(PINMEM_IOC_REGIONS)] = { PINMEM_IOC_REGIONS, pinmem_ioc_regions },
+	[_IOC_NR(PINMEM_IOC_STATS)] = { PINMEM_IOC_STATS, pinmem_ioc_stats },
+	[_IOC_NR(PINMEM_IOC_GET_LIMITS)] = { PINMEM_IOC_GET_LIMITS, pinmem_ioc_get_limits },
+	[_IOC_NR(PINMEM_IOC_SET_LIMITS)] = { PINMEM_IOC_SET_LIMITS, pinmem_ioc_set_limits },
 };
 
 /*

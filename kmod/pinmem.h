@@ -63,7 +63,7 @@ struct pinmem_acct {
  * @node: entry in the list of open files; pinmem_files_lock
  */
 struct pinmem_file {
-	struct mutex lock;
+	struct mutex lock;		/* guards regions and next_handle */
 	struct xarray regions;
 	u32 next_handle;
 	struct mm_struct *mm;

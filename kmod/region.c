@@ -2,10 +2,12 @@
 /*
  * pinmem regions: check a user range, pin it long-term, unpin it.
  *
- * Bookkeeping is a list of page-sized blocks of runs {first page, count} of
- * physically contiguous pages, merged across pinning chunks: a region of
- * huge pages needs a few runs per GiB, and even a region of scattered 4 KiB
- * pages never needs one allocation larger than a page.
+ * Bookkeeping is a list of page-sized blocks of runs of physically
+ * contiguous pages, merged across pinning chunks, each run packed in one
+ * u64 (first pfn, page count): a region of huge pages needs a few runs per
+ * GiB, and a region of scattered 4 KiB pages needs 8 bytes per page, never
+ * more than an array of page pointers would and never one allocation larger
+ * than a page.
  */
 #include <linux/fs.h>
 #include <linux/hugetlb_inline.h>
@@ -19,31 +21,39 @@
 #include "pinmem.h"
 #include "region.h"
 
-/**
- * struct pinmem_run - physically contiguous pinned pages
- * @first: the first page
- * @npages: pages in the run
+/*
+ * A run: the first pfn in the low PINMEM_PFN_BITS bits (52-bit physical
+ * addresses with 4 KiB pages), pages - 1 in the bits above, so one run
+ * covers up to 64 GiB of 4 KiB pages; longer stretches take several runs.
  */
-struct pinmem_run {
-	struct page *first;
-	unsigned long npages;
-};
+#define PINMEM_PFN_BITS		40
+#define PINMEM_PFN_MASK		((1ULL << PINMEM_PFN_BITS) - 1)
+#define PINMEM_RUN_MAX_PAGES	(1ULL << (64 - PINMEM_PFN_BITS))
+
+static u64 pinmem_run_pfn(u64 run)
+{
+	return run & PINMEM_PFN_MASK;
+}
+
+static u64 pinmem_run_pages(u64 run)
+{
+	return (run >> PINMEM_PFN_BITS) + 1;
+}
 
 /**
  * struct pinmem_run_block - a page-sized block of runs
  * @node: entry in pinmem_region.blocks
  * @nr: runs used
- * @runs: the runs
+ * @runs: the runs, see PINMEM_PFN_BITS
  */
 struct pinmem_run_block {
 	struct list_head node;
 	unsigned long nr;
-	struct pinmem_run runs[];
+	u64 runs[];
 };
 
 #define PINMEM_RUNS_PER_BLOCK						\
-	((PAGE_SIZE - sizeof(struct pinmem_run_block)) /		\
-	 sizeof(struct pinmem_run))
+	((PAGE_SIZE - sizeof(struct pinmem_run_block)) / sizeof(u64))
 
 /* Pages pinned per pin_user_pages() call: one page of page pointers. */
 #define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
@@ -121,7 +131,7 @@ int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
 struct pinmem_region *pinmem_region_alloc(unsigned long addr,
 					  unsigned long npages)
 {
-	struct pinmem_region *r = kzalloc(sizeof(*r), GFP_KERNEL);
+	struct pinmem_region *r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 
 	if (!r)
 		return NULL;
@@ -143,27 +153,29 @@ static bool pinmem_page_is_huge(struct page *page)
 /* Extend the last run by @page, or start a new run; -ENOMEM. */
 static int pinmem_region_record(struct pinmem_region *r, struct page *page)
 {
+	u64 pfn = page_to_pfn(page);
 	struct pinmem_run_block *b = NULL;
-	struct pinmem_run *run;
+	u64 *run;
 
+	if (WARN_ON_ONCE(pfn > PINMEM_PFN_MASK))
+		return -EOVERFLOW;
 	if (!list_empty(&r->blocks)) {
 		b = list_last_entry(&r->blocks, struct pinmem_run_block, node);
 		run = &b->runs[b->nr - 1];
-		if (page_to_pfn(page) == page_to_pfn(run->first) + run->npages) {
-			run->npages++;
+		if (pfn == pinmem_run_pfn(*run) + pinmem_run_pages(*run) &&
+		    pinmem_run_pages(*run) < PINMEM_RUN_MAX_PAGES) {
+			*run += 1ULL << PINMEM_PFN_BITS;
 			return 0;
 		}
 	}
 	if (!b || b->nr == PINMEM_RUNS_PER_BLOCK) {
-		b = kmalloc(PAGE_SIZE, GFP_KERNEL);
+		b = kmalloc(PAGE_SIZE, GFP_KERNEL_ACCOUNT);
 		if (!b)
 			return -ENOMEM;
 		b->nr = 0;
 		list_add_tail(&b->node, &r->blocks);
 	}
-	run = &b->runs[b->nr++];
-	run->first = page;
-	run->npages = 1;
+	b->runs[b->nr++] = pfn;
 	r->segments++;
 	return 0;
 }
@@ -173,11 +185,13 @@ static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
 			     unsigned long n)
 {
 	unsigned long i;
+	int ret;
 
 	for (i = 0; i < n; i++) {
-		if (pinmem_region_record(r, pages[i])) {
+		ret = pinmem_region_record(r, pages[i]);
+		if (ret) {
 			unpin_user_pages(pages + i, n - i);
-			return -ENOMEM;
+			return ret;
 		}
 		r->pinned++;
 		if (pinmem_page_is_huge(pages[i]))
@@ -186,23 +200,82 @@ static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
 	return 0;
 }
 
+#ifdef PINMEM_HUGETLB_LONGTERM_WARNS
 /*
- * Pin @n pages at @addr under the same hold of the mmap lock that checks
- * their VMAs, so a racing mmap() cannot slip in a mapping that must not be
- * pinned: 6.1 would long-term pin page cache pages of a regular file, which
- * writeback does not expect.  pin_user_pages_fast() would check nothing.
+ * This kernel WARNs and fails on a FOLL_LONGTERM pin of a hugetlb page in
+ * ZONE_MOVABLE (follow_hugetlb_page() grabs it with a check meant for
+ * GUP-fast).  Pin hugetlb stretches without FOLL_LONGTERM, which changes
+ * nothing else for hugetlb, and refuse pages it would have had to migrate.
+ * Clamps *@n to the first stretch of hugetlb or other VMAs.  Returns the
+ * pin flags for that stretch.
+ */
+static unsigned int pinmem_hugetlb_flags(struct mm_struct *mm,
+					 unsigned long addr, unsigned long *n)
+{
+	unsigned long end = addr + (*n << PAGE_SHIFT), cur = addr;
+	struct vm_area_struct *vma = find_vma(mm, addr);
+	bool hugetlb = is_vm_hugetlb_page(vma);
+
+	while (vma && vma->vm_start < end &&
+	       is_vm_hugetlb_page(vma) == hugetlb) {
+		cur = vma->vm_end;
+		vma = find_vma(mm, cur);
+	}
+	if (cur < end)
+		*n = (cur - addr) >> PAGE_SHIFT;
+	return hugetlb ? FOLL_WRITE : FOLL_WRITE | FOLL_LONGTERM;
+}
+
+static long pinmem_hugetlb_check(struct page **pages, long got,
+				 unsigned int flags)
+{
+	long i;
+
+	if (got <= 0 || (flags & FOLL_LONGTERM))
+		return got;
+	for (i = 0; i < got; i++) {
+		if (page_zonenum(pages[i]) == ZONE_MOVABLE) {
+			unpin_user_pages(pages, got);
+			return -EOPNOTSUPP;
+		}
+	}
+	return got;
+}
+#else
+static unsigned int pinmem_hugetlb_flags(struct mm_struct *mm,
+					 unsigned long addr, unsigned long *n)
+{
+	return FOLL_WRITE | FOLL_LONGTERM;
+}
+
+static long pinmem_hugetlb_check(struct page **pages, long got,
+				 unsigned int flags)
+{
+	return got;
+}
+#endif
+
+/*
+ * Pin up to @n pages at @addr under the same hold of the mmap lock that
+ * checks their VMAs, so a racing mmap() cannot slip in a mapping that must
+ * not be pinned: 6.1 would long-term pin page cache pages of a regular
+ * file, which writeback does not expect.  pin_user_pages_fast() would
+ * check nothing.  Returns the pages pinned or an error.
  */
 static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
 			     unsigned long n, struct page **pages)
 {
+	unsigned int flags;
 	long ret;
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
 	ret = pinmem_range_check(mm, addr, addr + (n << PAGE_SHIFT));
-	if (!ret)
-		ret = pinmem_pin_user_pages(addr, n, FOLL_WRITE | FOLL_LONGTERM,
-					    pages);
+	if (!ret) {
+		flags = pinmem_hugetlb_flags(mm, addr, &n);
+		ret = pinmem_pin_user_pages(addr, n, flags, pages);
+		ret = pinmem_hugetlb_check(pages, ret, flags);
+	}
 	mmap_read_unlock(mm);
 	return ret;
 }
@@ -217,8 +290,10 @@ static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
  * release with pinmem_region_free().
  *
  * Return: 0; -EINTR on a fatal signal; -ENOMEM; -EFAULT, -EACCES or
- * -EOPNOTSUPP when the mapping changed since pinmem_region_check(); an error
- * of pin_user_pages() (-EFAULT, -EHWPOISON, ...).
+ * -EOPNOTSUPP when the mapping changed since pinmem_region_check();
+ * -EOPNOTSUPP for hugetlb pages in ZONE_MOVABLE on kernels that cannot
+ * migrate them for a long-term pin; an error of pin_user_pages() (-EFAULT,
+ * -EHWPOISON, ...).
  */
 int pinmem_region_pin(struct pinmem_region *r)
 {
@@ -264,13 +339,16 @@ int pinmem_region_pin(struct pinmem_region *r)
 void pinmem_region_free(struct pinmem_region *r, bool dirty)
 {
 	struct pinmem_run_block *b, *tmp;
+	struct page *first;
 	unsigned long i;
 
 	list_for_each_entry_safe(b, tmp, &r->blocks, node) {
-		for (i = 0; i < b->nr; i++)
-			unpin_user_page_range_dirty_lock(b->runs[i].first,
-							 b->runs[i].npages,
+		for (i = 0; i < b->nr; i++) {
+			first = pfn_to_page(pinmem_run_pfn(b->runs[i]));
+			unpin_user_page_range_dirty_lock(first,
+							 pinmem_run_pages(b->runs[i]),
 							 dirty);
+		}
 		list_del(&b->node);
 		kfree(b);
 		cond_resched();

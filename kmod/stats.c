@@ -51,10 +51,8 @@ static void pinmem_show_acct(struct seq_file *m, const struct pinmem_acct *a,
 		   a->refused_fault);
 }
 
-static void pinmem_show_user(const struct pinmem_user_view *v, void *arg)
+static void pinmem_show_user(struct seq_file *m, const struct pinmem_user_view *v)
 {
-	struct seq_file *m = arg;
-
 	seq_printf(m, "user uid %u", from_kuid_munged(seq_user_ns(m), v->uid));
 	pinmem_show_acct(m, &v->acct, v->limit);
 	seq_printf(m, " overridden %d\n", v->overridden);
@@ -90,6 +88,8 @@ static void pinmem_show_process(struct pinmem_file *f, void *arg)
 static int pinmem_stats_show(struct seq_file *m, void *v)
 {
 	struct pinmem_global_view g;
+	struct pinmem_user_view u;
+	bool more;
 
 	pinmem_budget_global(&g);
 	seq_printf(m, "pinmem_stats_version %d\n", PINMEM_STATS_VERSION);
@@ -99,7 +99,9 @@ static int pinmem_stats_show(struct seq_file *m, void *v)
 	seq_putc(m, '\n');
 	seq_printf(m, "default_user_limit_bytes %llu\n", g.default_user_limit);
 	seq_printf(m, "enforce_rlimit %d\n", g.enforce_rlimit);
-	pinmem_budget_for_each_user(pinmem_show_user, m);
+	for (more = pinmem_budget_user_next(&u, true); more;
+	     more = pinmem_budget_user_next(&u, false))
+		pinmem_show_user(m, &u);
 	pinmem_files_for_each(pinmem_show_process, m);
 	return 0;
 }
