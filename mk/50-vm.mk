@@ -12,7 +12,11 @@ VM_TIMEOUT ?= 900
 export VM_EXTRA_TESTS VM_TIMEOUT
 
 .PHONY: vm-tests vm-check
-vm-tests: $(VM_TEST_BINS)
+vm-tests: $(VM_TEST_BINS) $(O)/vm/vm-hugepages
+
+$(O)/vm/vm-hugepages: tests/vm/hugepages.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PM_CFLAGS) -static -o $@ $<
 
 $(O)/tests/kernel/common.o: tests/kernel/common.c tests/kernel/common.h include/uapi/pinmem.h
 	@mkdir -p $(@D)

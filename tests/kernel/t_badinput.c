@@ -161,6 +161,13 @@ static void bad_pin(void)
 	memset(m, 1, 4 * PG);
 	CASE(EOPNOTSUPP, "PIN MAP_SHARED file on ramfs", pin_raw((uintptr_t)m, 4 * PG));
 	munmap(m, 4 * PG);
+	/* Anonymous memory followed by the ramfs file: refused as a whole. */
+	m = kt_map(8 * PG, 1);
+	if (mmap(m + 4 * PG, 4 * PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, rfd, 0) ==
+	    MAP_FAILED)
+		kt_bail("mmap ramfs file");
+	CASE(EOPNOTSUPP, "PIN anonymous then ramfs file (rollback)", pin_raw((uintptr_t)m, 8 * PG));
+	munmap(m, 8 * PG);
 	close(rfd);
 	unlink("/mnt/ramfs/pinmem-file");
 	rfd = memfd_create("pinmem-ro", MFD_CLOEXEC);

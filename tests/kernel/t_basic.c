@@ -214,6 +214,86 @@ static void test_many(int fd)
 	munmap(buf, 3 * KT_MIB);
 }
 
+/* Thousands of one-page regions: listed in handle order, released on close. */
+static void test_thousands(void)
+{
+	enum { N = 2000 };
+	static struct pinmem_region_info info[N];
+	struct pinmem_regions r = { .regions = (uintptr_t)info, .capacity = N };
+	char *buf = kt_map(N * KT_PAGE, 1);
+	int fd = kt_open(), i, bad = 0, sorted = 1;
+	uint64_t h;
+
+	for (i = 0; i < N; i++)
+		bad += kt_pin_handle(fd, buf + (size_t)i * KT_PAGE, KT_PAGE, &h) != 0;
+	kt_eq(bad, 0, "%d one-page PINs", N);
+	kt_eq(kt_ioctl(fd, PINMEM_IOC_REGIONS, &r), 0, "REGIONS of %d", N);
+	kt_ok(r.count == N && r.total == N, "count and total %d", N);
+	for (i = 1; i < N; i++)
+		sorted &= info[i].handle > info[i - 1].handle;
+	kt_ok(sorted, "listed in increasing handle order");
+	kt_eq(kt_vmpin_kb(0), N * 4, "VmPin counts them all");
+	close(fd);
+	kt_expect_clean("2000 regions closed");
+	munmap(buf, N * KT_PAGE);
+}
+
+/*
+ * Handles are not reused right away, so a stale handle (double UNPIN after a
+ * new PIN) cannot release somebody else's region.
+ */
+static void test_stale_handle(int fd)
+{
+	char *buf = kt_map(KT_MIB, 1);
+	uint64_t h1, h2;
+
+	kt_eq(kt_pin_handle(fd, buf, KT_MIB, &h1), 0, "PIN");
+	kt_eq(kt_unpin(fd, h1), 0, "UNPIN");
+	kt_eq(kt_pin_handle(fd, buf, KT_MIB, &h2), 0, "PIN the same range again");
+	kt_ok(h2 != h1, "new region gets a new handle");
+	kt_eq(kt_unpin(fd, h1), -ENOENT, "stale handle is ENOENT");
+	kt_eq(kt_regions_total(fd), 1, "the new region is untouched");
+	kt_eq(kt_unpin(fd, h2), 0, "UNPIN the new region");
+	munmap(buf, KT_MIB);
+}
+
+/* The same pages pinned twice are two regions and are charged twice. */
+static void test_overlap(int fd)
+{
+	char *buf = kt_map(4 * KT_MIB, 1);
+	struct pinmem_stats st;
+	uint64_t h1, h2;
+
+	kt_eq(kt_pin_handle(fd, buf, 4 * KT_MIB, &h1), 0, "PIN 4 MiB");
+	kt_eq(kt_pin_handle(fd, buf + 2 * KT_MIB, 2 * KT_MIB, &h2), 0, "PIN its second half again");
+	kt_eq(kt_stats(fd, &st), 0, "STATS");
+	kt_eq(st.file.pinned_bytes, 6 * KT_MIB, "both PINs charged");
+	kt_eq(kt_unpin(fd, h1), 0, "UNPIN the first");
+	kt_fill(buf + 2 * KT_MIB, 2 * KT_MIB, 8);
+	kt_eq(kt_check(buf + 2 * KT_MIB, 2 * KT_MIB, 8), -1, "second region's data intact");
+	kt_eq(kt_unpin(fd, h2), 0, "UNPIN the second");
+	munmap(buf, 4 * KT_MIB);
+}
+
+/* One range over several mappings: anonymous, memfd, anonymous with THP. */
+static void test_multi_vma(int fd)
+{
+	int mfd = memfd_create("pinmem-multi", MFD_CLOEXEC);
+	char *buf = kt_map_aligned(6 * KT_MIB, KT_HPAGE);
+	uint64_t h;
+
+	if (mfd < 0 || ftruncate(mfd, 2 * KT_MIB) ||
+	    mmap(buf + 2 * KT_MIB, 2 * KT_MIB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 mfd, 0) == MAP_FAILED || madvise(buf + 4 * KT_MIB, 2 * KT_MIB, MADV_HUGEPAGE))
+		kt_bail("multi-mapping setup");
+	kt_fill(buf, 6 * KT_MIB, 9);
+	kt_eq(kt_pin_handle(fd, buf, 6 * KT_MIB, &h), 0, "PIN across anonymous, memfd and THP mappings");
+	kt_eq(kt_check(buf, 6 * KT_MIB, 9), -1, "data intact across the mappings");
+	kt_eq(kt_unpin(fd, h), 0, "UNPIN");
+	munmap(buf, 6 * KT_MIB);
+	close(mfd);
+}
+
 static void pin_mapping(int fd, void *p, const char *what)
 {
 	uint64_t h;
@@ -260,7 +340,11 @@ int main(void)
 	test_round_trip(fd);
 	test_unpopulated(fd);
 	test_many(fd);
+	test_stale_handle(fd);
+	test_overlap(fd);
 	test_shared(fd);
+	test_multi_vma(fd);
+	test_thousands();
 	close(fd);
 	kt_limits_restore();
 	kt_expect_clean("t_basic end");

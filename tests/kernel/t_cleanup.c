@@ -7,6 +7,7 @@
  * charged, VmPin 0, the memory back and FOLL_PIN balanced.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -305,8 +306,52 @@ static void test_thread(void)
 	munmap(t.buf, LEN);
 }
 
-int main(void)
+/*
+ * exec: the fd survives exec (no O_CLOEXEC) with its regions, but the new
+ * program is another mm than the opener's, so its PIN is EPERM; its exit
+ * releases the regions pinned in the old mm.
+ */
+static int after_exec(int fd)
 {
+	char *buf = kt_map(KT_MIB, 1);
+	struct pinmem_stats st;
+	int bad = 0;
+
+	bad |= (kt_pin(fd, buf, KT_MIB, NULL) != -EPERM) << 0;
+	bad |= (kt_stats(fd, &st) || st.file.pinned_bytes != LEN) << 1;
+	return bad;
+}
+
+static void test_exec(void)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(PINMEM_DEVICE, O_RDWR);
+		char arg[16];
+		uint64_t h;
+
+		if (fd < 0 || kt_pin_handle(fd, kt_map(LEN, 1), LEN, &h))
+			_exit(100);
+		snprintf(arg, sizeof(arg), "%d", fd);
+		execl("/proc/self/exe", "t_cleanup", "--after-exec", arg, (char *)NULL);
+		_exit(101);
+	}
+	waitpid(pid, &status, 0);
+	kt_ok(WIFEXITED(status) && WEXITSTATUS(status) < 100, "exec: child pinned and exec'd (%d)",
+	      WEXITSTATUS(status));
+	kt_ok(WIFEXITED(status) && !(WEXITSTATUS(status) & 1), "exec: PIN after exec is EPERM");
+	kt_ok(WIFEXITED(status) && !(WEXITSTATUS(status) & 2), "exec: regions survive exec");
+	kt_expect_clean("exit after exec");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--after-exec"))
+		return after_exec(atoi(argv[2]));
 	kt_limits_save();
 	kt_limits_open();
 	test_close();
@@ -317,6 +362,7 @@ int main(void)
 	test_fork(1);
 	test_munmap();
 	test_thread();
+	test_exec();
 	kt_limits_restore();
 	kt_expect_clean("t_cleanup end");
 	return kt_done();

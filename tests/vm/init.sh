@@ -21,7 +21,7 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t ramfs ramfs /mnt/ramfs
 mount -t hugetlbfs hugetlbfs /dev/hugepages
 chmod 1777 /tmp /dev/shm /mnt/ramfs /dev/hugepages
-echo 64 >/proc/sys/vm/nr_hugepages
+vm-hugepages 64	# outside ZONE_MOVABLE (see tests/vm/hugepages.c)
 echo madvise >/sys/kernel/mm/transparent_hugepage/enabled
 
 . /etc/pinmem-vm.conf

@@ -107,6 +107,7 @@ rm -rf "$root"
 mkdir -p "$root/bin" "$root/etc" "$root/tests/kernel" "$root/tests/extra" \
 	"$root/proc" "$root/sys" "$root/dev" "$root/tmp"
 cp "$busybox" "$root/bin/busybox"
+cp "$O/vm/vm-hugepages" "$root/bin/vm-hugepages"
 cp "$here/init.sh" "$root/init"
 chmod 755 "$root/init"
 cp "$module" "$root/pinmem.ko"
