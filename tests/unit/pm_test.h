@@ -206,26 +206,26 @@ static const struct pm_sys_ops fake_ops __attribute__((unused)) = {
 };
 
 /*
- * Mappings in /proc/self/maps: unchanged across a failed call means no
- * mapping leaked.  ASan's allocator splits and joins its reserved region
- * (0x600000000000-0x640000000000 on x86-64) as malloc grows, so mappings
- * there are not counted in ASan builds.
+ * Mappings in /proc/self/maps: unchanged across a call means it left no
+ * mapping behind.  Under ASan only mappings with a name count (files, the
+ * io_uring rings): the sanitizer's allocator and thread bookkeeping keep
+ * splitting and merging anonymous mappings, so their number moves without a
+ * leak; the plain unit-check run counts anonymous buffers too.
  */
 static inline int count_maps(void)
 {
-	unsigned long long start;
-	char line[512];
+	char line[512], name[256];
 	int n = 0;
 	FILE *f = fopen("/proc/self/maps", "re");
 
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
+		name[0] = '\0';
+		sscanf(line, "%*s %*s %*s %*s %*s %255s", name);
 #if defined(__SANITIZE_ADDRESS__)
-		if (sscanf(line, "%llx-", &start) == 1 &&
-		    start >= 0x600000000000ULL && start < 0x640000000000ULL)
+		if (!name[0])
 			continue;
 #endif
-		(void)start;
 		n++;
 	}
 	fclose(f);
