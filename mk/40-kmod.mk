@@ -10,7 +10,10 @@
 # source tree stays clean.
 
 KMOD_KVERS := $(sort $(patsubst /lib/modules/%/build,%,$(wildcard /lib/modules/*/build)))
-KVER ?= $(if $(wildcard /lib/modules/$(shell uname -r)/build),$(shell uname -r),$(lastword $(shell printf '%s\n' $(KMOD_KVERS) | sort -V)))
+ifeq ($(origin KVER),undefined)
+KMOD_RUNNING := $(shell uname -r)
+KVER := $(if $(wildcard /lib/modules/$(KMOD_RUNNING)/build),$(KMOD_RUNNING),$(lastword $(shell printf '%s\n' $(KMOD_KVERS) | sort -V)))
+endif
 KDIR ?= /lib/modules/$(KVER)/build
 KMOD_OUT = $(O)/kmod/$(KVER)
 KMOD_JOBS ?= 2
