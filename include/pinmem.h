@@ -64,7 +64,7 @@ enum pm_backend_kind {
 
 /* pm_open_opts.flags */
 #define PM_OPEN_NO_MODULE	(1U << 0)	/* do not use /dev/pinmem */
-#define PM_OPEN_REQUIRE_MODULE	(1U << 1)	/* fail (-ENODEV) without a usable module */
+#define PM_OPEN_REQUIRE_MODULE	(1U << 1)	/* fail without a usable module (-ENODEV, open's errno, -EPROTO) */
 
 struct pm_open_opts {
 	unsigned int flags;		/* PM_OPEN_* */
@@ -106,7 +106,8 @@ struct pm_ctx_info {
  * unavailable: no usable module, or a mapping the module cannot pin
  * (EOPNOTSUPP).  A budget refusal is always an error, never a step down:
  * -ENOSPC (global), -EDQUOT (per user), -ENOMEM (RLIMIT_MEMLOCK, for the
- * module and for mlock alike).  PM_PIN_AUTO never yields PM_PIN_NONE; ask
+ * module and for mlock alike; pm_ctx_last_error() tells it from an ENOMEM
+ * no budget counted).  PM_PIN_AUTO never yields PM_PIN_NONE; ask
  * for PM_PIN_NONE to get pageable memory.  Page kinds step down hugetlb ->
  * THP -> default.  Every step down is explained by pm_buf_note().
  */
@@ -124,7 +125,7 @@ struct pm_buf_opts {
 
 /* Open a context; *ctxp is set on success.  Any thread. */
 PM_API int pm_open(struct pm_ctx **ctxp, const struct pm_open_opts *opts);
-/* Free every buffer still allocated, then the context.  One thread, last call. */
+/* Free every buffer and device allocation still held, then the context.  One thread, last call. */
 PM_API void pm_close(struct pm_ctx *ctx);
 /* Describe what the context found.  Any thread. */
 PM_API int pm_ctx_info(struct pm_ctx *ctx, struct pm_ctx_info *info);
