@@ -394,6 +394,30 @@ uint64_t kt_pfn(const void *addr)
 	return (e >> 63) ? e & ((1ULL << 55) - 1) : 0;
 }
 
+int kt_zone_movable(uint64_t *start, uint64_t *end)
+{
+	FILE *f = fopen("/proc/zoneinfo", "re");
+	unsigned long long first = 0, spanned = 0, v;
+	char line[256];
+	int in = 0;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Node ", 5)) {
+			in = strstr(line, "zone  Movable") != NULL;
+			continue;
+		}
+		if (in && sscanf(line, " spanned %llu", &v) == 1)
+			spanned = v;
+		if (in && sscanf(line, " start_pfn: %llu", &v) == 1)
+			first = v;
+	}
+	if (f)
+		fclose(f);
+	*start = first;
+	*end = first + spanned;
+	return spanned ? 0 : -ENOENT;
+}
+
 uint64_t kt_pageflags(uint64_t pfn)
 {
 	int fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);

@@ -83,6 +83,11 @@ long long kt_smaps_kb(const void *addr, const char *field);
 /* /proc/kpageflags of frame @pfn (KPF_* bits), ~0 on error. */
 uint64_t kt_pageflags(uint64_t pfn);
 #define KT_KPF_ANON	(1ULL << 12)
+/*
+ * Frames [*start, *end) of ZONE_MOVABLE (the VM boots with movablecore=, see
+ * tests/vm/run.sh); -ENOENT without that zone.
+ */
+int kt_zone_movable(uint64_t *start, uint64_t *end);
 /* Physical frame of @addr via /proc/self/pagemap, 0 if not present. */
 uint64_t kt_pfn(const void *addr);
 

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -58,38 +57,19 @@ static int frames(const char *buf, size_t len, uint64_t *pfns, int record)
 	return diff;
 }
 
-/*
- * Pages of [buf, buf + len) in ZONE_MOVABLE (the VM boots with movablecore=,
- * tests/vm/run.sh); -1 when there is no such zone, so the check cannot pass
- * by accident.
- */
+/* Pages of [buf, buf + len) in ZONE_MOVABLE, -1 without that zone. */
 static long movable_frames(const char *buf, size_t len)
 {
-	FILE *f = fopen("/proc/zoneinfo", "re");
-	unsigned long long start = 0, spanned = 0, v;
-	char line[256];
-	int in = 0;
+	uint64_t start, end;
 	long n = 0;
 	size_t i;
 
-	while (f && fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "Node ", 5)) {
-			in = strstr(line, "zone  Movable") != NULL;
-			continue;
-		}
-		if (in && sscanf(line, " spanned %llu", &v) == 1)
-			spanned = v;
-		if (in && sscanf(line, " start_pfn: %llu", &v) == 1)
-			start = v;
-	}
-	if (f)
-		fclose(f);
-	if (!spanned)
+	if (kt_zone_movable(&start, &end))
 		return -1;
 	for (i = 0; i < len; i += KT_PAGE) {
 		uint64_t pfn = kt_pfn(buf + i);
 
-		n += pfn >= start && pfn < start + spanned;
+		n += pfn >= start && pfn < end;
 	}
 	return n;
 }

@@ -6,7 +6,9 @@
  */
 #include <fcntl.h>
 #include <stdio.h>
+#include <errno.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include "common.h"
 
@@ -114,6 +116,71 @@ static void test_hugetlb(int fd)
 	kt_eq(free_hugepages(), before, "hugetlbfs pages all free again");
 }
 
+static long long nr_hugepages(void)
+{
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "re");
+	long long v = -1;
+
+	if (f && fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int set_nr_hugepages(long long n)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%lld", n);
+	return kt_write("/proc/sys/vm/nr_hugepages", v);
+}
+
+/*
+ * A hugetlb page in ZONE_MOVABLE.  Kernels that still GUP hugetlb through
+ * follow_hugetlb_page() (up to 6.6) cannot long-term pin it (they WARN), so
+ * pinmem refuses it with EOPNOTSUPP; later kernels migrate it out of the zone
+ * and the PIN succeeds.  The pool outside the zone (tests/vm/hugepages.c)
+ * gives the migration its target.
+ */
+static void test_hugetlb_movable(int fd)
+{
+	size_t len = 8 * KT_HPAGE, i;
+	long long pool = nr_hugepages();
+	struct utsname u;
+	int major = 0, minor = 0, in_movable = 0, still = 0, ret;
+	uint64_t start, end, h;
+	char *buf;
+
+	uname(&u);
+	sscanf(u.release, "%d.%d", &major, &minor);
+	kt_eq(kt_zone_movable(&start, &end), 0, "the VM has a ZONE_MOVABLE");
+	/* New pool pages come from the highest zone, and are handed out first. */
+	if (set_nr_hugepages(pool + 8))
+		kt_bail("nr_hugepages");
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (buf == MAP_FAILED)
+		kt_bail("MAP_HUGETLB");
+	kt_fill(buf, len, 13);
+	for (i = 0; i < len; i += KT_HPAGE)
+		in_movable += kt_pfn(buf + i) >= start && kt_pfn(buf + i) < end;
+	kt_ok(in_movable > 0, "%d of 8 hugetlb pages in ZONE_MOVABLE", in_movable);
+	ret = kt_pin_handle(fd, buf, len, &h);
+	if (major < 6 || (major == 6 && minor < 7)) {
+		kt_eq(ret, -EOPNOTSUPP, "%d.%d: PIN of hugetlb in ZONE_MOVABLE is EOPNOTSUPP", major, minor);
+		kt_eq(kt_regions_total(fd), 0, "nothing pinned");
+	} else {
+		kt_eq(ret, 0, "%d.%d: PIN of hugetlb in ZONE_MOVABLE", major, minor);
+		for (i = 0; i < len; i += KT_HPAGE)
+			still += kt_pfn(buf + i) >= start && kt_pfn(buf + i) < end;
+		kt_eq(still, 0, "pinned hugetlb pages were moved out of ZONE_MOVABLE");
+		kt_eq(kt_check(buf, len, 13), -1, "data intact after the move");
+		kt_eq(kt_unpin(fd, h), 0, "UNPIN");
+	}
+	munmap(buf, len);
+	kt_eq(set_nr_hugepages(pool), 0, "hugetlb pool back to %lld pages", pool);
+}
+
 int main(void)
 {
 	int fd = kt_open();
@@ -122,6 +189,7 @@ int main(void)
 	kt_limits_open();
 	test_thp(fd);
 	test_hugetlb(fd);
+	test_hugetlb_movable(fd);
 	close(fd);
 	kt_limits_restore();
 	kt_expect_clean("t_huge end");
