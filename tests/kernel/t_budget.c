@@ -8,9 +8,12 @@
  */
 #include <errno.h>
 #include <linux/capability.h>
+#include <linux/io_uring.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "common.h"
 
@@ -248,6 +251,38 @@ static int rlimit_at_limit(void *p)
 	return 0;
 }
 
+/*
+ * RLIMIT_MEMLOCK is judged on mm->pinned_vm, which io_uring's registered
+ * buffers (and RDMA) also charge: pinmem sees them in mm_pinned_bytes and
+ * counts them against the limit.
+ */
+static int rlimit_shared(void *p)
+{
+	char *ring_buf = kt_map(2 * KT_MIB, 1), *buf = kt_map(4 * KT_MIB, 1);
+	struct io_uring_params params = { 0 };
+	struct iovec iov = { ring_buf, 2 * KT_MIB };
+	struct pinmem_stats st;
+	int fd, ring;
+	uint64_t h;
+
+	set_memlock(4 * KT_MIB);
+	ring = (int)syscall(__NR_io_uring_setup, 4, &params);
+	if (ring < 0)
+		kt_bail("io_uring_setup: %s", strerror(errno));
+	kt_eq(syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, &iov, 1), 0,
+	      "io_uring registers a 2 MiB buffer");
+	fd = kt_open();
+	kt_eq(kt_stats(fd, &st), 0, "STATS");
+	kt_eq(st.mm_pinned_bytes, 2 * KT_MIB, "mm_pinned_bytes shows io_uring's pin");
+	expect_refused(fd, buf, 2 * KT_MIB + PG, R_RLIMIT, "rlimit shared with io_uring, one page over");
+	kt_eq(kt_pin_handle(fd, buf, 2 * KT_MIB, &h), 0, "PIN the 2 MiB io_uring left");
+	kt_eq(kt_vmpin_kb(0), 4096, "VmPin counts both");
+	kt_eq(kt_unpin(fd, h), 0, "UNPIN");
+	close(ring);
+	close(fd);
+	return 0;
+}
+
 /* Without enforcement a small rlimit does not refuse; VmPin still counts. */
 static int rlimit_off(void *p)
 {
@@ -309,6 +344,7 @@ static void test_rlimit(void)
 	kt_eq(kt_param_set("enforce_rlimit", 1), 0, "enforce_rlimit = 1");
 	kt_eq(kt_run_as(0, NO_IPC_LOCK, rlimit_at_limit, &two), 0, "root without CAP_IPC_LOCK, rlimit 2 MiB");
 	kt_eq(kt_run_as(1000, 0, rlimit_at_limit, &one), 0, "uid 1000 without capabilities, rlimit 1 MiB");
+	kt_eq(kt_run_as(1000, 0, rlimit_shared, NULL), 0, "rlimit shared with io_uring");
 	kt_eq(kt_param_set("enforce_rlimit", 0), 0, "enforce_rlimit = 0");
 	kt_eq(kt_run_as(1000, 0, rlimit_off, NULL), 0, "rlimit not enforced");
 	kt_eq(kt_param_set("enforce_rlimit", 1), 0, "enforce_rlimit = 1");

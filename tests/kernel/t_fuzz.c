@@ -281,7 +281,7 @@ static int fuzz_process(void *p)
 	close(f.shared_fd);
 	kt_diag("pid %d uid %d: %ld calls, %ld unexpected errnos", getpid(), (int)getuid(),
 		(long)f.calls, (long)f.unexpected);
-	return f.unexpected ? 1 : f.calls < 1000 ? 2 : 0;
+	return f.unexpected ? 1 : f.calls < 200 ? 2 : 0;
 }
 
 static double seconds;

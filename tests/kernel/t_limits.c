@@ -37,6 +37,7 @@ static int unprivileged(void *p)
 	unsigned int i;
 
 	kt_eq(kt_get_limits(fd, 1002, &before), 0, "%s: GET_LIMITS allowed", who);
+	kt_eq(kt_statfile_version(), PINMEM_STATS_VERSION, "%s: stats file readable", who);
 	for (i = 0; i < 5; i++) {
 		memset(&l, 0, sizeof(l));
 		l.flags = 1U << i;
