@@ -3,7 +3,10 @@
  * lib/reader.c: what a completion means.  Short reads continue where they
  * stopped, end of file before the needed bytes is -ENODATA, O_DIRECT
  * padding past the end of the file is not needed, EAGAIN is retried, other
- * errors fail the read; and the ring comes up with the best setup flags.
+ * errors fail the read; the ring comes up with the best setup flags the
+ * kernel takes; and a stream still delivers the right bytes when the kernel
+ * refuses flags, registered files or registered buffers (this program stands
+ * in for those liburing calls and passes the rest to the real ones).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,7 +17,55 @@
 #include <sys/utsname.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "pinmem_stream.h"
 #include "reader.h"
+
+/* --- stand-ins for liburing calls, refusing on request --- */
+
+static unsigned int refuse_flags;	/* setup flags answered with -EINVAL */
+static int refuse_init;			/* io_uring_queue_init_params result when set */
+static int refuse_files, refuse_buffers;
+static unsigned int init_calls;
+
+int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+			       struct io_uring_params *p)
+{
+	int (*real)(unsigned, struct io_uring *, struct io_uring_params *) =
+		(int (*)(unsigned, struct io_uring *, struct io_uring_params *))
+		dlsym(RTLD_NEXT, "io_uring_queue_init_params");
+
+	init_calls++;
+	if (refuse_init)
+		return refuse_init;
+	if (p->flags & refuse_flags)
+		return -EINVAL;
+	return real(entries, ring, p);
+}
+
+int io_uring_register_files(struct io_uring *ring, const int *files, unsigned nr)
+{
+	int (*real)(struct io_uring *, const int *, unsigned) =
+		(int (*)(struct io_uring *, const int *, unsigned))
+		dlsym(RTLD_NEXT, "io_uring_register_files");
+
+	return refuse_files ? refuse_files : real(ring, files, nr);
+}
+
+int io_uring_register_buffers(struct io_uring *ring, const struct iovec *iov, unsigned nr)
+{
+	int (*real)(struct io_uring *, const struct iovec *, unsigned) =
+		(int (*)(struct io_uring *, const struct iovec *, unsigned))
+		dlsym(RTLD_NEXT, "io_uring_register_buffers");
+
+	return refuse_buffers ? refuse_buffers : real(ring, iov, nr);
+}
 
 static struct pm_read rd_of(uint32_t len, uint32_t need, uint32_t align)
 {
@@ -81,6 +132,96 @@ static void test_errors(void **state)
 	assert_int_equal(pm_read_complete(&rd, 0), 0);
 }
 
+static unsigned int ring_flags_with(unsigned int refused)
+{
+	struct pm_reader r;
+	unsigned int flags;
+
+	refuse_flags = refused;
+	assert_int_equal(pm_reader_init(&r, 8), 0);
+	flags = r.flags;
+	pm_reader_exit(&r);
+	refuse_flags = 0;
+	return flags;
+}
+
+/* Each flag the kernel refuses is dropped, best combination first. */
+static void test_ring_fallback(void **state)
+{
+	struct pm_reader r;
+
+	assert_int_equal(ring_flags_with(IORING_SETUP_DEFER_TASKRUN),
+			 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN);
+	assert_int_equal(ring_flags_with(IORING_SETUP_SINGLE_ISSUER),
+			 IORING_SETUP_COOP_TASKRUN);
+	assert_int_equal(ring_flags_with(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN), 0);
+	init_calls = 0;
+	refuse_init = -ENOMEM;		/* not a flag problem: no retry */
+	assert_int_equal(pm_reader_init(&r, 8), -ENOMEM);
+	assert_int_equal(init_calls, 1);
+	assert_false(r.ring_ok);
+	refuse_init = 0;
+}
+
+/* Refused registrations: plain descriptors and plain reads, same bytes. */
+static void test_registration_fallback(void **state)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32], err[256];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	static unsigned char data[300000];
+	struct pm_open_opts oo = { .backend = PM_BACKEND_HOST };
+	struct pm_stream_stats st;
+	struct pm_stream_opts o;
+	struct pm_manifest *m;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	int fd;
+
+	assert_true(n > 0);
+	exe[n] = 0;
+	snprintf(path, sizeof(path), "%s/reader-test.%d", dirname(exe), (int)getpid());
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 131 + (i >> 9));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+	close(fd);
+	assert_int_equal(pm_open(&ctx, &oo), 0);
+	assert_int_equal(pm_manifest_create(&m), 0);
+	assert_int_equal(pm_manifest_add_file(m, path, 7777, err, sizeof(err)), 0);
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 64 << 10;
+	for (int k = 0; k < 3; k++) {
+		uint64_t bytes = 0;
+
+		refuse_files = k == 0 || k == 2 ? -EMFILE : 0;
+		refuse_buffers = k == 1 || k == 2 ? -ENOMEM : 0;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		while (!pm_stream_next(s, &b) && b) {
+			for (uint32_t i = 0; i < b->nitems; i++) {
+				assert_memory_equal((char *)b->host + b->items[i].slot_offset,
+						    data + b->items[i].file_offset,
+						    b->items[i].length);
+				bytes += b->items[i].length;
+			}
+			pm_stream_release(s, b);
+		}
+		assert_int_equal(bytes, sizeof(data));
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		print_message("fallback %d: %s\n", k, st.ring_note);
+		assert_true(!refuse_files ||
+			    strstr(st.ring_note, "plain file descriptors: registering files failed (Too many open files)"));
+		assert_true(!refuse_buffers ||
+			    strstr(st.ring_note, "plain reads: registering buffers failed (Cannot allocate memory)"));
+		pm_stream_destroy(s);
+	}
+	refuse_files = refuse_buffers = 0;
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+	unlink(path);
+}
+
 static void test_ring(void **state)
 {
 	struct pm_reader r;
@@ -114,6 +255,8 @@ int main(void)
 		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_ring),
+		cmocka_unit_test(test_ring_fallback),
+		cmocka_unit_test(test_registration_fallback),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
