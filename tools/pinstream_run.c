@@ -73,6 +73,10 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 	printf("  %-12s %u x %s, pin %s, backend %s, io_uring %s\n", "slots", st->slots,
 	       ps_bytes(st->slot_bytes, b2, sizeof(b2)), pm_pin_mode_name(st->pin),
 	       ci.backend, st->ring_setup);
+	if (st->pin != PM_PIN_MODULE && ci.module_note[0])
+		printf("  %-12s not pinned by /dev/pinmem: %s\n", "", ci.module_note);
+	if (ci.backend_note[0])
+		printf("  %-12s no cuda backend: %s\n", "", ci.backend_note);
 	if (st->ring_note[0])
 		printf("  %-12s %s\n", "", st->ring_note);
 	printf("  %-12s %.2f GB/s (%.3f GB in %.2f s; %.2f GB/s from the first read, setup left out; %.3f GB read incl. alignment)\n",
