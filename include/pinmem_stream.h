@@ -99,7 +99,7 @@ enum pm_direct {
 
 /* What a failed batch does to the stream. */
 enum pm_on_error {
-	PM_ON_ERROR_STOP = 0,	/* batches before the failed one arrive, then pm_stream_next returns its error on every call */
+	PM_ON_ERROR_STOP = 0,	/* batches before the failed one arrive (in order), then pm_stream_next returns its error on every call */
 	PM_ON_ERROR_SKIP,	/* the batch is dropped and counted; streaming goes on */
 };
 
@@ -130,7 +130,7 @@ struct pm_stream_opts {
 	uint32_t batch_items;	/* most items per batch [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */
-	uint32_t epochs;	/* passes over the manifest [1] */
+	uint32_t epochs;	/* passes over the manifest [1]; a batch never spans two */
 	enum pm_direct direct;
 	enum pm_on_error on_error;
 	enum pm_order order;
@@ -142,7 +142,7 @@ struct pm_stream_opts {
 	enum pm_shard_pad shard_pad;
 	unsigned int buf_flags;	/* extra PM_BUF_* flags for the slot buffer */
 	enum pm_pin_mode pin;	/* pin mode asked for the slot buffer [auto] */
-	enum pm_page_kind pages;	/* pages asked for the slot buffer [default: THP, as slots are large and long-lived] */
+	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
 };
 
 /* One item of a delivered batch. */
