@@ -26,7 +26,7 @@ $(O)/tests/kernel/%: tests/kernel/%.c $(O)/tests/kernel/common.o tests/kernel/co
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(VM_TEST_CFLAGS) -static -o $@ $< $(O)/tests/kernel/common.o -pthread
 
-vm-check: vm-tests
+vm-check: vm-tests $(VM_EXTRA_TESTS)
 	+O=$(O) MAKE="$(MAKE)" tests/vm/check-all.sh
 
 CHECK_STEPS += vm-check
