@@ -174,6 +174,107 @@ static int storm(void *p)
 	return 0;
 }
 
+/* Two threads UNPIN the same handle at once: exactly one wins. */
+struct race {
+	pthread_barrier_t go;
+	int fd;
+	uint64_t handle;
+	int ret[2];
+	int stop;
+};
+
+static void *race_unpin(void *p)
+{
+	struct race *r = p;
+	for (;;) {
+		pthread_barrier_wait(&r->go);
+		if (r->stop)
+			break;
+		r->ret[1] = kt_unpin(r->fd, r->handle);
+		pthread_barrier_wait(&r->go);
+	}
+	return NULL;
+}
+
+static void test_double_unpin_race(void)
+{
+	struct race r = { .fd = kt_open() };
+	char *buf = kt_map(KT_MIB, 1);
+	int i, wins = 0, bad = 0;
+	pthread_t t;
+
+	pthread_barrier_init(&r.go, NULL, 2);
+	pthread_create(&t, NULL, race_unpin, &r);
+	for (i = 0; i < 500; i++) {
+		if (kt_pin_handle(r.fd, buf + (i % 256) * KT_PAGE, KT_PAGE, &r.handle))
+			kt_bail("PIN");
+		pthread_barrier_wait(&r.go);
+		r.ret[0] = kt_unpin(r.fd, r.handle);
+		pthread_barrier_wait(&r.go);
+		wins += (r.ret[0] == 0) + (r.ret[1] == 0);
+		bad += !((r.ret[0] == 0 && r.ret[1] == -ENOENT) ||
+			 (r.ret[1] == 0 && r.ret[0] == -ENOENT));
+	}
+	r.stop = 1;
+	pthread_barrier_wait(&r.go);
+	pthread_join(t, NULL);
+	kt_eq(bad, 0, "racing UNPINs of one handle: one 0, one ENOENT (500 rounds)");
+	kt_eq(wins, 500, "each region released exactly once");
+	kt_eq(kt_regions_total(r.fd), 0, "no region left");
+	close(r.fd);
+	munmap(buf, KT_MIB);
+	kt_expect_clean("UNPIN race");
+}
+
+/* Threads keep pinning through a file while it is closed under them. */
+struct closer {
+	int fd;
+	char *buf;
+	atomic_int stop;
+	atomic_long odd;
+};
+
+static void *pin_until_closed(void *p)
+{
+	struct closer *c = p;
+	unsigned int seed = (unsigned int)(uintptr_t)&seed;
+
+	while (!atomic_load(&c->stop)) {
+		uint64_t h;
+		int ret = kt_pin_handle(c->fd, c->buf + (rand_r(&seed) % 512) * KT_PAGE,
+					KT_PAGE * (1 + rand_r(&seed) % 4), &h);
+
+		if (!ret && rand_r(&seed) % 2)
+			ret = kt_unpin(c->fd, h);
+		if (ret && ret != -EBADF && ret != -ENOENT)
+			atomic_fetch_add(&c->odd, 1);
+	}
+	return NULL;
+}
+
+static void test_close_race(void)
+{
+	struct closer c = { .buf = kt_map(4 * KT_MIB, 1) };
+	pthread_t t[4];
+	int round, i;
+
+	for (round = 0; round < 20; round++) {
+		c.fd = kt_open();
+		atomic_store(&c.stop, 0);
+		for (i = 0; i < 4; i++)
+			pthread_create(&t[i], NULL, pin_until_closed, &c);
+		usleep(20000);
+		close(c.fd);	/* in-flight ioctls keep the file until they return */
+		usleep(5000);
+		atomic_store(&c.stop, 1);
+		for (i = 0; i < 4; i++)
+			pthread_join(t[i], NULL);
+	}
+	kt_eq(c.odd, 0, "PIN/UNPIN racing close: only EBADF or ENOENT");
+	munmap(c.buf, 4 * KT_MIB);
+	kt_expect_clean("close race");
+}
+
 int main(void)
 {
 	static struct run g = { .budget = B_GLOBAL, .expect_errno = ENOSPC };
@@ -190,6 +291,9 @@ int main(void)
 	kt_limits_open();
 	kt_param_set("enforce_rlimit", 1);
 	kt_eq(kt_run_as(0, ALL_CAPS & ~KT_CAP(CAP_IPC_LOCK), storm, &r), 0, "rlimit storm");
+	kt_limits_open();
+	test_double_unpin_race();
+	test_close_race();
 	kt_limits_restore();
 	kt_expect_clean("t_concurrency end");
 	return kt_done();
