@@ -63,8 +63,8 @@ else
 	exit 1
 fi
 
-# Kernels that still walk hugetlb mappings with follow_hugetlb_page() (up to
-# 6.6) WARN and fail a FOLL_LONGTERM pin of a hugetlb page in ZONE_MOVABLE
+# Kernels that still walk hugetlb mappings with follow_hugetlb_page() (6.1,
+# not 6.12) WARN and fail a FOLL_LONGTERM pin of a hugetlb page in ZONE_MOVABLE
 # (try_grab_folio() refuses it instead of letting it be migrated), so the
 # module pins hugetlb without FOLL_LONGTERM there and checks the zone itself.
 if probe follow_hugetlb_page "linux/hugetlb.h" "(void)follow_hugetlb_page;"; then

@@ -55,7 +55,7 @@ struct pinmem_run_block {
 #define PINMEM_RUNS_PER_BLOCK						\
 	((PAGE_SIZE - sizeof(struct pinmem_run_block)) / sizeof(u64))
 
-/* Pages pinned per pin_user_pages() call: one page of page pointers. */
+/* Pages pinned per GUP call: one page of page pointers. */
 #define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
 
 /*
@@ -102,8 +102,9 @@ static int pinmem_range_check(struct mm_struct *mm, unsigned long addr,
  * @addr: page-aligned user address
  * @len: non-zero page multiple; the range does not wrap
  *
- * Lets PIN refuse a range before it charges any budget; pinning checks
- * each chunk again under the lock it pins with.
+ * Lets PIN refuse a range before it charges any budget; on kernels whose
+ * GUP does not refuse what pinmem must not pin, pinning checks each chunk
+ * again under the lock it pins with (see PINMEM_PIN_LOCKED).
  *
  * Return: 0; -EFAULT for a hole; -EACCES for a mapping without write
  * permission; -EOPNOTSUPP for I/O, PFN or file-backed mappings other than
@@ -200,6 +201,23 @@ static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
 	return 0;
 }
 
+/*
+ * Before 6.5 (pin_user_pages() still took a vmas argument) GUP long-term
+ * pins page cache pages of regular files, which writeback does not expect,
+ * and while hugetlb is walked by follow_hugetlb_page() (6.1; gone in later
+ * kernels) it WARNs on hugetlb pages in ZONE_MOVABLE.  There each chunk is checked and pinned
+ * under one hold of the mmap lock, as io_uring did on those kernels, so a
+ * racing mmap() cannot slip in a mapping that must not be pinned.  Later
+ * kernels refuse such mappings in GUP itself, GUP-fast included, and the
+ * range checked by pinmem_region_check() is pinned with
+ * pin_user_pages_fast(), as DESIGN.md prefers.
+ */
+#if defined(PINMEM_PIN_USER_PAGES_HAS_VMAS) || \
+	defined(PINMEM_HUGETLB_LONGTERM_WARNS)
+#define PINMEM_PIN_LOCKED 1
+#endif
+
+#ifdef PINMEM_PIN_LOCKED
 #ifdef PINMEM_HUGETLB_LONGTERM_WARNS
 /*
  * This kernel WARNs and fails on a FOLL_LONGTERM pin of a hugetlb page in
@@ -255,13 +273,7 @@ static long pinmem_hugetlb_check(struct page **pages, long got,
 }
 #endif
 
-/*
- * Pin up to @n pages at @addr under the same hold of the mmap lock that
- * checks their VMAs, so a racing mmap() cannot slip in a mapping that must
- * not be pinned: 6.1 would long-term pin page cache pages of a regular
- * file, which writeback does not expect.  pin_user_pages_fast() would
- * check nothing.  Returns the pages pinned or an error.
- */
+/* Pin up to @n pages at @addr; returns the pages pinned or an error. */
 static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
 			     unsigned long n, struct page **pages)
 {
@@ -279,6 +291,13 @@ static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
 	mmap_read_unlock(mm);
 	return ret;
 }
+#else
+static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
+			     unsigned long n, struct page **pages)
+{
+	return pin_user_pages_fast(addr, n, FOLL_WRITE | FOLL_LONGTERM, pages);
+}
+#endif /* PINMEM_PIN_LOCKED */
 
 /**
  * pinmem_region_pin() - pin all pages of @r for writing, long-term
@@ -290,10 +309,11 @@ static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
  * release with pinmem_region_free().
  *
  * Return: 0; -EINTR on a fatal signal; -ENOMEM; -EFAULT, -EACCES or
- * -EOPNOTSUPP when the mapping changed since pinmem_region_check();
+ * -EOPNOTSUPP when the mapping changed since pinmem_region_check() (-EFAULT
+ * only, from GUP, on kernels that pin with pin_user_pages_fast());
  * -EOPNOTSUPP for hugetlb pages in ZONE_MOVABLE on kernels that cannot
- * migrate them for a long-term pin; an error of pin_user_pages() (-EFAULT,
- * -EHWPOISON, ...).
+ * migrate them for a long-term pin; an error of GUP (-EFAULT, -EHWPOISON,
+ * ...).
  */
 int pinmem_region_pin(struct pinmem_region *r)
 {
