@@ -5,16 +5,21 @@
 # checkout in $(PINMEM_CACHE)/debug-kernel/ and reused while its source
 # version and tests/vm-debug/debug.config are unchanged.
 #   make vm-debug-kernel   only build (or find) the debug kernel
+#   make vm-check-debug-canary  boot a pinmem.ko broken on purpose and pass
+#                          only if the check catches its KASAN report and leak
 #   VM_DEBUG_TIMEOUT, VM_DEBUG_TEST_TIMEOUT: see tests/vm-debug/check.sh
 
 PINMEM_CACHE ?= /var/cache/pinmem
 export PINMEM_CACHE
 
-.PHONY: vm-debug-kernel vm-check-debug
+.PHONY: vm-debug-kernel vm-check-debug vm-check-debug-canary
 vm-debug-kernel:
 	tests/vm-debug/build-kernel.sh
 
-vm-check-debug:
+vm-check-debug: vm-tests $(VM_EXTRA_TESTS)
 	+O=$(O) MAKE="$(MAKE)" tests/vm-debug/check.sh
+
+vm-check-debug-canary: vm-tests $(VM_EXTRA_TESTS)
+	+O=$(O) MAKE="$(MAKE)" tests/vm-debug/check.sh --canary
 
 CHECK_STEPS += vm-check-debug
