@@ -71,17 +71,19 @@ module_gone() {
 }
 
 loaded=0
-load() {	# name
-	if insmod /pinmem.ko; then
+load() {	# name [module parameters]
+	name=$1
+	shift
+	if insmod /pinmem.ko "$@"; then
 		loaded=1
 		# What packaging/udev/60-pinmem.rules does on a real system.
 		chgrp "$PINMEM_GID" /dev/pinmem && chmod 0660 /dev/pinmem
 		hook loaded
-		record "$1" 0 0
-		check "$1-devnode" test -c /dev/pinmem
+		record "$name" 0 0
+		check "$name-devnode" test -c /dev/pinmem
 	else
 		loaded=0
-		record "$1" 1 0
+		record "$name" 1 0
 	fi
 }
 
@@ -107,8 +109,12 @@ fi
 
 # Pass 2: a reloaded module works; other parts' programs run against it.
 if [ "$loaded" = 0 ]; then
-	load reload
+	# Load-time parameters (what modprobe.d/pinmem.conf sets) are kept.
+	load reload global_limit=805306368 default_user_limit=536870912 enforce_rlimit=1
 	if [ "$loaded" = 1 ]; then
+		p=/sys/module/pinmem/parameters
+		check reload-params test "$(cat $p/global_limit) $(cat $p/default_user_limit)" = \
+			"805306368 536870912"
 		for t in $PINMEM_RELOAD_TESTS; do
 			run_test "reload-$t" "/tests/kernel/$t"
 		done
