@@ -186,6 +186,7 @@ struct race {
 static void *race_unpin(void *p)
 {
 	struct race *r = p;
+
 	for (;;) {
 		pthread_barrier_wait(&r->go);
 		if (r->stop)
