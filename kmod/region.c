@@ -10,6 +10,7 @@
  * than a page.
  */
 #include <linux/fs.h>
+#include <linux/delay.h>
 #include <linux/hugetlb_inline.h>
 #include <linux/magic.h>
 #include <linux/mm.h>
@@ -299,6 +300,36 @@ static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
 }
 #endif /* PINMEM_PIN_LOCKED */
 
+/*
+ * A long-term pin first migrates pages out of ZONE_MOVABLE and CMA, and GUP
+ * fails with -ENOMEM when that migration fails, which happens for a moment
+ * when another thread pins the same pages at the same time.  Try again a
+ * few times; if it persists, say -EAGAIN as mlock(2) does, because ENOMEM
+ * tells pinmem's callers that RLIMIT_MEMLOCK refused.
+ */
+#define PINMEM_PIN_TRIES	10
+
+static long pinmem_pin_retry(struct mm_struct *mm, unsigned long addr,
+			     unsigned long n, struct page **pages)
+{
+	long got;
+	int i;
+
+	for (i = 1; ; i++) {
+		got = pinmem_pin_chunk(mm, addr, n, pages);
+		if (got != -ENOMEM && got != -EAGAIN)
+			return got;
+		if (i == PINMEM_PIN_TRIES)
+			return -EAGAIN;
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		if (i == 1)
+			cond_resched();
+		else
+			msleep(1);
+	}
+}
+
 /**
  * pinmem_region_pin() - pin all pages of @r for writing, long-term
  * @r: from pinmem_region_alloc(); the caller runs on the owning mm
@@ -308,7 +339,8 @@ static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
  * On failure what was pinned stays recorded in @r for the caller to
  * release with pinmem_region_free().
  *
- * Return: 0; -EINTR on a fatal signal; -ENOMEM; -EFAULT, -EACCES or
+ * Return: 0; -EINTR on a fatal signal; -ENOMEM (bookkeeping); -EAGAIN when
+ * pages could not be migrated for the pin; -EFAULT, -EACCES or
  * -EOPNOTSUPP when the mapping changed since pinmem_region_check() (-EFAULT
  * only, from GUP, on kernels that pin with pin_user_pages_fast());
  * -EOPNOTSUPP for hugetlb pages in ZONE_MOVABLE on kernels that cannot
@@ -332,7 +364,7 @@ int pinmem_region_pin(struct pinmem_region *r)
 			break;
 		}
 		n = min_t(unsigned long, PINMEM_CHUNK, r->npages - r->pinned);
-		got = pinmem_pin_chunk(current->mm,
+		got = pinmem_pin_retry(current->mm,
 				       r->addr + (r->pinned << PAGE_SHIFT), n,
 				       pages);
 		if (got <= 0) {
