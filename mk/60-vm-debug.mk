@@ -6,7 +6,8 @@
 # version and tests/vm-debug/debug.config are unchanged.
 #   make vm-debug-kernel   only build (or find) the debug kernel
 #   make vm-check-debug-canary  boot a pinmem.ko broken on purpose and pass
-#                          only if the check catches its KASAN report and leak
+#                          only if the check catches its lockdep and KASAN
+#                          reports and its leak
 #   VM_DEBUG_TIMEOUT, VM_DEBUG_TEST_TIMEOUT: see tests/vm-debug/check.sh
 
 PINMEM_CACHE ?= /var/cache/pinmem

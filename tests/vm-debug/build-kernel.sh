@@ -10,7 +10,8 @@
 #   ${PINMEM_CACHE:-/var/cache/pinmem}/debug-kernel/<source version>-<config hash>/
 # and is reused when complete.  On success the last line on stdout is that
 # directory; it holds `bzImage`, `kver` (the kernel release), `build-time`
-# (seconds) and `linux/` (the module build tree: KDIR for pinmem.ko).
+# (wall seconds), `build-cpu` (user and system time) and `linux/` (the module
+# build tree: KDIR for pinmem.ko).
 # --print-dir only prints the directory (installing the source if needed).
 # Progress and the build log path go to stderr.  JOBS (default 2) sets -j.
 set -eu
@@ -87,7 +88,7 @@ start=$(date +%s)
 src=$dir/linux
 if [ ! -f "$dir/.unpacked" ]; then
 	log "unpacking $tarball"
-	rm -rf "$src" "$dir/$pkg"
+	rm -rf "${src:?}" "${dir:?}/$pkg"
 	tar -C "$dir" -xJf $tarball
 	mv "$dir/$pkg" "$src"
 	touch "$dir/.unpacked"
@@ -115,6 +116,7 @@ cp "$src/arch/x86/boot/bzImage" "$dir/bzImage"
 make -s -C "$src" ARCH=x86_64 kernelrelease > "$dir/kver"
 end=$(date +%s)
 echo $((end - start)) > "$dir/build-time"
+times | tail -n 1 > "$dir/build-cpu"	# user and system time of the build
 touch "$dir/.complete"
 log "built $(cat "$dir/kver") in $((end - start)) s"
 echo "$dir"

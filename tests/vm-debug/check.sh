@@ -6,9 +6,9 @@
 # what only a debug kernel reports: KASAN, lockdep, kmemleak leaks that belong
 # to pinmem (scanned after each rmmod by kmemleak-hook.sh), and that lockdep
 # and kmemleak were really working.
-#   check.sh --canary  boot tests/vm-debug/canary (a pinmem.ko with an
-#                      out-of-bounds read and a leak) instead, and pass only
-#                      if the judge catches both: the check can fail.
+#   check.sh --canary  boot tests/vm-debug/canary (a pinmem.ko with a lock
+#                      inversion, an out-of-bounds read and a leak) instead,
+#                      and pass only if the judge catches all three.
 #   VM_DEBUG_TIMEOUT       boot limit in seconds (default 2700)
 #   VM_DEBUG_TEST_TIMEOUT  limit per test program in the VM (default 900)
 set -eu
@@ -112,7 +112,7 @@ fi
 
 if [ $canary = 1 ]; then
 	case $reasons in
-	*"'BUG: KASAN'"*"kmemleak reports name pinmem"*)
+	*"'BUG: KASAN'"*"'circular locking'"*"kmemleak reports name pinmem"*)
 		echo "vm-check-debug --canary: PASS: the check caught the canary (${reasons#; })"
 		exit 0 ;;
 	esac

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash
 # SPDX-License-Identifier: MIT
 # /hook.sh of the debug-kernel VM (tests/vm/run.sh --hook), run by /init:
 #   boot      mount debugfs, scan once and forget boot-time suspects
