@@ -1,6 +1,6 @@
 #!/bin/busybox sh
-# shellcheck shell=dash
 # SPDX-License-Identifier: MIT
+# shellcheck shell=dash
 # /hook.sh of the debug-kernel VM (tests/vm/run.sh --hook), run by /init:
 #   boot      mount debugfs, scan once and forget boot-time suspects
 #   loaded    print where pinmem.ko's memory starts and how many modules are
