@@ -85,6 +85,7 @@ static int allowed(int err)
 	switch (err) {
 	case 0: case EINVAL: case EFAULT: case EACCES: case EOPNOTSUPP: case EPERM:
 	case ENOENT: case ENOTTY: case ENOSPC: case EDQUOT: case ENOMEM: case EINTR:
+	case EAGAIN:	/* a long-term migration race that outlived the retries */
 		return 1;
 	}
 	return 0;
