@@ -70,6 +70,21 @@ static int param_writer(void *p)
 	return 0;
 }
 
+/* Parameters follow SET_LIMITS: CAP_SYS_ADMIN, not the file mode, decides. */
+static int root_param_writer(void *p)
+{
+	unsigned int i;
+
+	for (i = 0; i < 3; i++) {
+		char path[128];
+
+		snprintf(path, sizeof(path), PARAM_DIR "%s", params[i]);
+		kt_eq(kt_write(path, "1"), -EPERM, "root without CAP_SYS_ADMIN: %s write is EPERM",
+		      params[i]);
+	}
+	return 0;
+}
+
 static void test_permissions(void)
 {
 	uint64_t g = kt_param("global_limit"), u = kt_param("default_user_limit");
@@ -82,6 +97,8 @@ static void test_permissions(void)
 	kt_eq(kt_run_as(0, ALL_CAPS & ~KT_CAP(CAP_SYS_ADMIN), unprivileged,
 			"root without CAP_SYS_ADMIN"), 0, "root without CAP_SYS_ADMIN cannot either");
 	kt_eq(kt_run_as(1000, 0, param_writer, NULL), 0, "uid 1000 cannot write parameters");
+	kt_eq(kt_run_as(0, ALL_CAPS & ~KT_CAP(CAP_SYS_ADMIN), root_param_writer, NULL), 0,
+	      "root without CAP_SYS_ADMIN cannot write parameters");
 	kt_ok(kt_param("global_limit") == g && kt_param("default_user_limit") == u &&
 	      kt_param("enforce_rlimit") == r, "parameters unchanged");
 }
