@@ -8,7 +8,7 @@ VM_TEST_SRCS := $(filter-out tests/kernel/common.c,$(wildcard tests/kernel/*.c))
 VM_TEST_BINS := $(patsubst tests/kernel/%.c,$(O)/tests/kernel/%,$(VM_TEST_SRCS))
 VM_TEST_CFLAGS := $(PM_CFLAGS) -Itests/kernel -pthread
 VM_EXTRA_TESTS ?=
-VM_TIMEOUT ?= 900
+VM_TIMEOUT ?= 1800
 export VM_EXTRA_TESTS VM_TIMEOUT
 
 .PHONY: vm-tests vm-check

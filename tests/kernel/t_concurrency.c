@@ -20,7 +20,7 @@
 #define HOLD		4
 #define BUF		(4 * KT_MIB)
 #define SECONDS		4.0	/* at least, and until enough of both outcomes */
-#define MAX_SECONDS	120.0
+#define MAX_SECONDS	60.0
 #define LIMIT		(8 * KT_MIB)
 #define ALL_CAPS	((1ULL << (CAP_LAST_CAP + 1)) - 1)
 

@@ -10,7 +10,7 @@ set -eu
 usage() {
 	cat >&2 <<EOF
 usage: $0 --kernel BZIMAGE --kbuild KERNEL_BUILD_DIR --kver NAME [options]
-  --timeout S      wall-clock limit for the boot (default \$VM_TIMEOUT or 900)
+  --timeout S      wall-clock limit for the boot (default \$VM_TIMEOUT or 1800)
   --module KO      use this pinmem.ko instead of building one (make kmod)
   --accel A        tcg, kvm or auto (default \$VM_ACCEL or auto: kvm only if a
                    time-bounded probe boot works)
@@ -26,7 +26,7 @@ EOF
 }
 
 kernel= kbuild= kver= module= out= append= hook= probe_only=0
-timeout=${VM_TIMEOUT:-900}
+timeout=${VM_TIMEOUT:-1800}
 accel=${VM_ACCEL:-auto}
 extra=${VM_EXTRA_TESTS:-}
 O=${O:-build}
@@ -132,7 +132,7 @@ for t in $extra; do
 	copy_libs "$t"
 done
 cat >"$root/etc/pinmem-vm.conf" <<EOF
-PINMEM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-300}
+PINMEM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-600}
 PINMEM_RELOAD_TESTS="${VM_RELOAD_TESTS:-t_basic}"
 EOF
 # The group /dev/pinmem belongs to (packaging/udev, packaging/sysusers.d);
