@@ -7,7 +7,9 @@
 #   build-kernel.sh [--print-dir]
 #
 # The build lives outside the checkout, in
-#   ${PINMEM_CACHE:-/var/cache/pinmem}/debug-kernel/<source version>-<config hash>/
+#   $PINMEM_CACHE/debug-kernel/<source version>-<config hash>/
+# (PINMEM_CACHE: default /var/cache/pinmem, or ~/.cache/pinmem where that is
+# not writable)
 # and is reused when complete.  On success the last line on stdout is that
 # directory; it holds `bzImage`, `kver` (the kernel release), `build-time`
 # (wall seconds), `build-cpu` (user and system time) and `linux/` (the module
@@ -18,7 +20,13 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 frag=$here/debug.config
-cache=${PINMEM_CACHE:-/var/cache/pinmem}/debug-kernel
+cache=${PINMEM_CACHE:-}
+if [ -z "$cache" ]; then	# root: /var/cache/pinmem; others: their own cache
+	cache=/var/cache/pinmem
+	{ mkdir -p $cache && [ -w $cache ]; } 2>/dev/null ||
+		cache=${XDG_CACHE_HOME:-$HOME/.cache}/pinmem
+fi
+cache=$cache/debug-kernel
 jobs=${JOBS:-2}
 pkg=linux-source-6.12
 tarball=/usr/src/$pkg.tar.xz
