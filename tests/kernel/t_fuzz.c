@@ -5,8 +5,8 @@
  * (PINMEM_FUZZ_SECONDS, default 20; up to 60 until 500 calls): known and
  * unknown command numbers around the magic, random sizes and struct bytes,
  * addresses in and around their own memory, unmapped, PROT_NONE, read-only
- * and kernel ones, while another
- * thread keeps changing the mappings and another reads the stats file.
+ * and kernel ones, while another thread keeps changing the mappings and
+ * another reads the stats file.
  * Every errno must be one the ABI names; at the end nothing is pinned or
  * charged and FOLL_PIN is balanced (the VM harness also fails on any splat).
  */
