@@ -66,7 +66,9 @@ struct pinmem_version {
  * or unaligned length or address, overflow, flags, reserved), EFAULT (not
  * user memory or not mapped), EACCES (not writable, PROT_NONE), EOPNOTSUPP
  * (file-backed or I/O mapping), EPERM (fd used by another process than its
- * opener), EINTR (fatal signal while pinning), a budget errno above.
+ * opener), EINTR (fatal signal while pinning), EAGAIN (the kernel kept
+ * losing a race migrating the pages out of movable memory, e.g. while another
+ * thread pins the same fresh pages; retry), a budget errno above.
  * Nothing stays pinned or charged on error.
  */
 struct pinmem_pin {
