@@ -9,8 +9,8 @@
  * more than an array of page pointers would and never one allocation larger
  * than a page.
  */
-#include <linux/fs.h>
 #include <linux/delay.h>
+#include <linux/fs.h>
 #include <linux/hugetlb_inline.h>
 #include <linux/magic.h>
 #include <linux/mm.h>
