@@ -230,7 +230,7 @@ struct pinmem_limits {
 
 #define PINMEM_IOC_MAGIC	0xB9
 
-#define PINMEM_IOC_GET_VERSION	_IOR(PINMEM_IOC_MAGIC, 0x00, struct pinmem_version)
+#define PINMEM_IOC_GET_VERSION	_IOWR(PINMEM_IOC_MAGIC, 0x00, struct pinmem_version)
 #define PINMEM_IOC_PIN		_IOWR(PINMEM_IOC_MAGIC, 0x01, struct pinmem_pin)
 #define PINMEM_IOC_UNPIN	_IOW(PINMEM_IOC_MAGIC, 0x02, struct pinmem_unpin)
 #define PINMEM_IOC_REGIONS	_IOWR(PINMEM_IOC_MAGIC, 0x03, struct pinmem_regions)
