@@ -125,4 +125,4 @@ if [ -n "$reasons" ]; then
 	exit 1
 fi
 echo "vm-check-debug: PASS: $kver with KASAN, lockdep, kmemleak, DEBUG_VM;" \
-	"boot + suite $((t2 - t1))s, $scans kmemleak scans, $allleaks suspects none pinmem's"
+	"boot + suite $((t2 - t1))s, $scans kmemleak scans: $allleaks suspects, none in pinmem"
