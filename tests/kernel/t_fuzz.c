@@ -27,6 +27,8 @@
 #define THREADS		4
 #define ARENA		(8 * KT_MIB)
 #define HANDLES		32
+#define FUZZ_CALLS	500	/* calls wanted from each fuzzing process */
+#define FUZZ_MIN_CALLS	200	/* fewer: the fuzzer did not really run */
 
 struct fuzz {
 	char *arena;		/* churned by one thread */
@@ -278,9 +280,13 @@ static int fuzz_process(void *p)
 		pthread_create(&t[i], NULL, fuzzer, &f);
 	pthread_create(&t[THREADS], NULL, churn, &f);
 	pthread_create(&t[THREADS + 1], NULL, read_stats, &f);
-	/* The time asked for, longer on a loaded host until 500 calls (<= 60 s). */
+	/*
+	 * The time asked for, longer on a loaded host or a KASAN kernel until
+	 * FUZZ_CALLS calls (at most 180 s); fewer than FUZZ_MIN_CALLS means the
+	 * fuzzer did not really run, which fails.
+	 */
 	t0 = kt_now();
-	while (kt_now() - t0 < seconds || (f.calls < 500 && kt_now() - t0 < 60))
+	while (kt_now() - t0 < seconds || (f.calls < FUZZ_CALLS && kt_now() - t0 < 180))
 		usleep(100000);
 	atomic_store(&f.stop, 1);
 	for (i = 0; i < THREADS + 2; i++)
@@ -288,7 +294,7 @@ static int fuzz_process(void *p)
 	close(f.shared_fd);
 	kt_diag("pid %d uid %d: %ld calls, %ld unexpected errnos", getpid(), (int)getuid(),
 		(long)f.calls, (long)f.unexpected);
-	return f.unexpected ? 1 : f.calls < 500 ? 2 : 0;
+	return f.unexpected ? 1 : f.calls < FUZZ_MIN_CALLS ? 2 : 0;
 }
 
 static double seconds;
