@@ -203,6 +203,9 @@ void pctl_help_doctor(FILE *f);
 int pctl_opt_error(const struct pctl_env *env, const char *cmd, int c, char **argv);
 /* PCTL_EXIT_USAGE with one line if positional arguments are left, else 0. */
 int pctl_extra_args(const struct pctl_env *env, const char *cmd, int argc, char **argv);
+/* Options of a command taking only --json/--help: -1 to go on, else its exit code. */
+int pctl_json_help_opts(const struct pctl_env *env, const char *cmd,
+			void (*help)(FILE *f), int argc, char **argv, bool *json);
 /* "auto", "proc", "ioctl", "kernel"; PCTL_EXIT_USAGE with one line otherwise. */
 int pctl_parse_source(const struct pctl_env *env, const char *cmd, const char *arg,
 		      enum pctl_source *src);

@@ -33,6 +33,34 @@ int pctl_extra_args(const struct pctl_env *env, const char *cmd, int argc, char 
 	return PCTL_EXIT_USAGE;
 }
 
+int pctl_json_help_opts(const struct pctl_env *env, const char *cmd,
+			void (*help)(FILE *f), int argc, char **argv, bool *json)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*json = false;
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == 'j') {
+			*json = true;
+		} else if (c == 'h') {
+			help(env->out);
+			return PCTL_EXIT_OK;
+		} else {
+			return pctl_opt_error(env, cmd, c, argv);
+		}
+	}
+	if (pctl_extra_args(env, cmd, argc, argv))
+		return PCTL_EXIT_USAGE;
+	return -1;
+}
+
 int pctl_parse_source(const struct pctl_env *env, const char *cmd, const char *arg,
 		      enum pctl_source *src)
 {

@@ -7,7 +7,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -299,11 +298,6 @@ static void print_json(FILE *f, const struct check *c, int n)
 
 int pctl_cmd_doctor(const struct pctl_env *env, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	static const char *const names[NR_CHECKS] = {
 		"module", "device", "memlock", "thp", "hugetlb", "io_uring", "cuda",
 	};
@@ -313,22 +307,11 @@ int pctl_cmd_doctor(const struct pctl_env *env, int argc, char **argv)
 	unsigned int maj = 0, min = 0;
 	bool json = false;
 	char why[256];
-	int c, dev_ret, snap_ret;
+	int ret, dev_ret, snap_ret;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (c == 'j') {
-			json = true;
-		} else if (c == 'h') {
-			pctl_help_doctor(env->out);
-			return PCTL_EXIT_OK;
-		} else {
-			return pctl_opt_error(env, "doctor", c, argv);
-		}
-	}
-	if (pctl_extra_args(env, "doctor", argc, argv))
-		return PCTL_EXIT_USAGE;
+	ret = pctl_json_help_opts(env, "doctor", pctl_help_doctor, argc, argv, &json);
+	if (ret >= 0)
+		return ret;
 
 	memset(ck, 0, sizeof(ck));
 	for (int i = 0; i < NR_CHECKS; i++)

@@ -246,30 +246,14 @@ static void show_text(FILE *f, const struct limits_view *v)
 
 static int limits_show(const struct pctl_env *env, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct limits_view v;
 	bool json = false;
 	char why[256];
-	int c;
+	int ret;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (c == 'j') {
-			json = true;
-		} else if (c == 'h') {
-			pctl_help_limits(env->out);
-			return PCTL_EXIT_OK;
-		} else {
-			return pctl_opt_error(env, "limits", c, argv);
-		}
-	}
-	if (pctl_extra_args(env, "limits", argc, argv))
-		return PCTL_EXIT_USAGE;
+	ret = pctl_json_help_opts(env, "limits", pctl_help_limits, argc, argv, &json);
+	if (ret >= 0)
+		return ret;
 	if (limits_read(env, &v, why, sizeof(why))) {
 		pctl_err(env, "limits: %s", why);
 		return PCTL_EXIT_FAIL;
