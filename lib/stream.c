@@ -951,8 +951,10 @@ static int size_slots(struct pm_stream *s)
 	for (uint32_t i = 0; i < s->nfiles; i++)
 		if (s->align[i] > amax)
 			amax = s->align[i];
-	s->stride = (s->slot_bytes + amax - 1) / amax * amax;
-	if (s->stride > PM_URING_IOVEC_MAX)
+	/* round up only sizes that cannot wrap: near UINT64_MAX the stride would be 0 */
+	if (s->slot_bytes <= PM_URING_IOVEC_MAX)
+		s->stride = (s->slot_bytes + amax - 1) / amax * amax;
+	if (s->slot_bytes > PM_URING_IOVEC_MAX || s->stride > PM_URING_IOVEC_MAX)
 		return pm_ctx_error(s->ctx, -EINVAL,
 				    "batch of %llu bytes: a slot is at most 1 GiB (io_uring buffer limit)",
 				    (unsigned long long)s->slot_bytes);

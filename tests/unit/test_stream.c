@@ -793,6 +793,10 @@ static void test_bad_opts(void **state)
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "a slot is at most 1 GiB"));
 	pm_stream_opts_init(&o);
+	o.batch_bytes = UINT64_MAX;	/* rounding up to the alignment must not wrap */
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "a slot is at most 1 GiB"));
+	pm_stream_opts_init(&o);
 	o.world_size = 8;
 	o.rank = 6;		/* 5 items, 8 ranks: rank 6 gets nothing */
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
