@@ -149,6 +149,11 @@ int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
 			    "%s offset %llu length %llu: end does not fit a file offset",
 			    path, (unsigned long long)offset,
 			    (unsigned long long)length);
+	if (m->bytes + length < m->bytes)
+		return fail(err, errlen,
+			    "%s offset %llu length %llu: the manifest's total bytes would overflow",
+			    path, (unsigned long long)offset,
+			    (unsigned long long)length);
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 256;
 

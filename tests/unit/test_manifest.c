@@ -161,6 +161,16 @@ static void test_add(void **state)
 	assert_int_equal(pm_manifest_add(m, "/x", UINT64_MAX, 2, false, 0, err, sizeof(err)),
 			 -EINVAL);
 	assert_int_equal(pm_manifest_count(m), 0);
+	/* the sum of lengths must not wrap: refused, nothing added */
+	assert_int_equal(pm_manifest_add(m, "/big", 0, INT64_MAX, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_manifest_add(m, "/big", 0, INT64_MAX, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_manifest_add(m, "/big2", 0, 2, false, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "total"));
+	assert_int_equal(pm_manifest_count(m), 2);
+	assert_int_equal(pm_manifest_npaths(m), 1);
+	assert_true(pm_manifest_bytes(m) == 2 * (uint64_t)INT64_MAX);
+	pm_manifest_destroy(m);
+	m = mk();
 	/* many paths: the hash table grows and still finds each */
 	for (int i = 0; i < 5000; i++) {
 		char p[32];
