@@ -467,7 +467,7 @@ static bool batch_start(struct pm_stream *s)
 	sl->ev = 0;
 	sl->t_read0 = now_ns();
 	if (slot_reserve(sl, k ? (uint32_t)k : 1)) {
-		k = 0;
+		k = 0;	/* one item (reserved at create) carries the failure */
 		sl->err = -ENOMEM;
 	}
 	s->ahead++;
@@ -1069,6 +1069,15 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		s->slots[i].b.host = (char *)pm_buf_ptr(s->buf) + (size_t)i * s->stride;
 		s->slots[i].b.slot = i;
+		/*
+		 * Room for one item from the start: a batch whose item list
+		 * cannot grow later still records the item it fails on.
+		 */
+		ret = slot_reserve(&s->slots[i], 1);
+		if (ret) {
+			ret = pm_ctx_error(ctx, ret, "no memory for the slots' item lists");
+			goto fail;
+		}
 		if (s->backend) {
 			ret = pm_dev_alloc(ctx, s->slot_bytes, &s->slots[i].b.dev);
 			if (ret)
