@@ -21,7 +21,9 @@
 #include <linux/mm.h>
 #include <linux/mm_types.h>
 #include <linux/moduleparam.h>
+#include <linux/pid.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
@@ -458,16 +460,35 @@ void pinmem_budget_count_fault(struct pinmem_file *f)
 }
 
 /**
- * pinmem_budget_rlimit() - the RLIMIT_MEMLOCK in force for the caller
+ * pinmem_budget_rlimit() - the RLIMIT_MEMLOCK in force for the owner of @f
+ * @f: the file
  *
- * Return: bytes, PINMEM_UNLIMITED when not enforced for the caller.
+ * A caller on @f's mm is judged as PIN judges it; any other holder of the
+ * file (a child that inherited it) is told about the owner process instead.
+ *
+ * Return: bytes, PINMEM_UNLIMITED when not enforced for the owner or when
+ * the owner has exited.
  */
-u64 pinmem_budget_rlimit(void)
+u64 pinmem_budget_rlimit(struct pinmem_file *f)
 {
-	unsigned long lim = rlimit(RLIMIT_MEMLOCK);
+	struct task_struct *t;
+	unsigned long lim;
+	bool cap;
 
-	if (!READ_ONCE(pinmem_enforce_rlimit) || lim == RLIM_INFINITY ||
-	    ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+	if (!READ_ONCE(pinmem_enforce_rlimit))
+		return PINMEM_UNLIMITED;
+	if (current->mm == f->mm) {
+		lim = rlimit(RLIMIT_MEMLOCK);
+		cap = ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK);
+	} else {
+		t = get_pid_task(f->tgid, PIDTYPE_TGID);
+		if (!t)
+			return PINMEM_UNLIMITED;
+		lim = task_rlimit(t, RLIMIT_MEMLOCK);
+		cap = has_capability_noaudit(t, CAP_IPC_LOCK);
+		put_task_struct(t);
+	}
+	if (lim == RLIM_INFINITY || cap)
 		return PINMEM_UNLIMITED;
 	return lim;
 }

@@ -52,7 +52,7 @@ void pinmem_budget_abort(struct pinmem_file *f, u64 bytes);
 void pinmem_budget_release(struct pinmem_file *f, u64 bytes);
 void pinmem_budget_count_fault(struct pinmem_file *f);
 
-u64 pinmem_budget_rlimit(void);
+u64 pinmem_budget_rlimit(struct pinmem_file *f);
 void pinmem_budget_global(struct pinmem_global_view *v);
 void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v);
 void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct);

@@ -126,7 +126,8 @@ static void pinmem_counters_fill(struct pinmem_counters *c,
  * pinmem_stats_fill() - PINMEM_IOC_STATS: the numbers of the stats file
  * @f: the file asked
  * @st: filled in except @st->flags: global, the calling user's budget and
- *	@f's counters, with the caller's RLIMIT_MEMLOCK as @st->file.limit_bytes
+ *	@f's counters, with the RLIMIT_MEMLOCK of @f's owner as
+ *	@st->file.limit_bytes
  */
 void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st)
 {
@@ -142,7 +143,7 @@ void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st)
 	st->uid = from_kuid_munged(current_user_ns(), uid);
 	pinmem_counters_fill(&st->global, &g.acct, g.limit);
 	pinmem_counters_fill(&st->user, &u.acct, u.limit);
-	pinmem_counters_fill(&st->file, &a, pinmem_budget_rlimit());
+	pinmem_counters_fill(&st->file, &a, pinmem_budget_rlimit(f));
 	st->mm_pinned_bytes = pinmem_mm_pinned_bytes(f->mm);
 	memset(st->reserved, 0, sizeof(st->reserved));
 }

@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "common.h"
 
@@ -226,6 +227,24 @@ static void set_memlock(size_t bytes)
 		kt_bail("setrlimit(RLIMIT_MEMLOCK, %zu)", bytes);
 }
 
+/* STATS from a child that lowered its own RLIMIT_MEMLOCK: 0 if it sees @lim. */
+static int child_sees_rlimit(int fd, size_t lim)
+{
+	struct pinmem_stats st;
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		kt_bail("fork: %s", strerror(errno));
+	if (!pid) {
+		set_memlock(lim / 2);
+		_exit(kt_stats(fd, &st) || st.file.limit_bytes != lim);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		kt_bail("waitpid: %s", strerror(errno));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 static int rlimit_at_limit(void *p)
 {
 	size_t lim = *(size_t *)p;
@@ -240,6 +259,7 @@ static int rlimit_at_limit(void *p)
 	kt_eq(kt_vmpin_kb(0), lim / 1024, "rlimit: VmPin at the limit");
 	kt_eq(kt_stats(fd, &st), 0, "rlimit: STATS");
 	kt_eq(st.file.limit_bytes, lim, "rlimit: file limit_bytes is RLIMIT_MEMLOCK");
+	kt_eq(child_sees_rlimit(fd, lim), 0, "rlimit: a child with its own rlimit sees the owner's");
 	kt_eq(st.mm_pinned_bytes, lim, "rlimit: mm_pinned_bytes");
 	expect_refused(fd, buf + lim, PG, R_RLIMIT, "rlimit one page over");
 	kt_eq(kt_vmpin_kb(0), lim / 1024, "rlimit: VmPin unchanged by the refusal");
