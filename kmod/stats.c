@@ -22,7 +22,8 @@
  * limit_bytes is 18446744073709551615 (PINMEM_UNLIMITED) for no limit.  NAME
  * is the opener's comm with every blank or non-printable byte turned into
  * '_' ("_" if empty), so it is always one token.  pid and uid are as seen
- * from the reader's namespaces (pid 0 when not visible).  Fields are only
+ * from the reader's namespaces (pid 0 when not visible, or once the opener
+ * has exited: its number may already name another process).  Fields are only
  * ever added at the end of a line; any other change bumps the version.
  */
 #include <linux/cred.h>
@@ -68,6 +69,7 @@ static void pinmem_show_process(struct pinmem_file *f, void *arg)
 	char comm[TASK_COMM_LEN];
 	struct seq_file *m = arg;
 	struct pinmem_acct a;
+	pid_t pid = 0;
 	size_t i;
 
 	strscpy(comm, f->comm, sizeof(comm));
@@ -77,10 +79,11 @@ static void pinmem_show_process(struct pinmem_file *f, void *arg)
 	if (!comm[0])
 		strscpy(comm, "_", sizeof(comm));
 
+	if (pid_has_task(f->tgid, PIDTYPE_TGID))
+		pid = pid_vnr(f->tgid);
 	pinmem_budget_file(f, &a);
-	seq_printf(m, "process pid %d uid %u comm %s regions %llu",
-		   pid_vnr(f->tgid), from_kuid_munged(seq_user_ns(m), f->uid),
-		   comm, a.regions);
+	seq_printf(m, "process pid %d uid %u comm %s regions %llu", pid,
+		   from_kuid_munged(seq_user_ns(m), f->uid), comm, a.regions);
 	seq_printf(m, " pinned_bytes %llu mm_pinned_bytes %llu\n",
 		   a.pinned_bytes, pinmem_mm_pinned_bytes(f->mm));
 }

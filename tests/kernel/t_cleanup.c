@@ -3,8 +3,9 @@
  * Cleanup: regions belong to the open file.  Closing it, exiting, being
  * killed (also in the middle of a 1 GiB PIN), a thread exiting, munmap of a
  * pinned range before UNPIN, and fork (the child inherits the fd, its writes
- * go to its own copy, its PIN is EPERM) all end with nothing pinned, nothing
- * charged, VmPin 0, the memory back and FOLL_PIN balanced.
+ * go to its own copy, its PIN is EPERM; the fd outliving its opener) all end
+ * with nothing pinned, nothing charged, VmPin 0, the memory back and
+ * FOLL_PIN balanced.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -222,6 +223,47 @@ static void test_fork(int parent_closes_first)
 	munmap(other, KT_MIB);
 }
 
+/*
+ * An fd that outlives its opener: once the opener is reaped its pid may name
+ * another process, so the stats file no longer shows it.
+ */
+static void test_owner_gone(void)
+{
+	int go[2], res[2], status, r = 1;
+	uint64_t v;
+	pid_t a;
+
+	if (pipe(go) || pipe(res))
+		kt_bail("pipe: %s", strerror(errno));
+	fflush(stdout);
+	a = fork();
+	if (a < 0)
+		kt_bail("fork: %s", strerror(errno));
+	if (a == 0) {
+		pid_t self = getpid(), b;
+
+		kt_open();
+		b = fork();
+		if (b == 0) {
+			close(go[1]);
+			if (read(go[0], &r, 1) != 1)
+				_exit(1);
+			r = kt_statfile("process", self, "regions", &v);
+			_exit(write(res[1], &r, sizeof(r)) != sizeof(r));
+		}
+		_exit(b < 0);
+	}
+	if (waitpid(a, &status, 0) != a || !WIFEXITED(status) || WEXITSTATUS(status))
+		kt_bail("opener did not exit cleanly");
+	if (write(go[1], "x", 1) != 1 || read(res[0], &r, sizeof(r)) != sizeof(r))
+		kt_bail("inheritor did not answer");
+	kt_eq(r, -ENOENT, "fd outlives its opener: the stats file drops the opener's pid");
+	close(go[0]);
+	close(go[1]);
+	close(res[0]);
+	close(res[1]);
+}
+
 /* Sampled frames of @n that are still allocated anonymous pages. */
 static int anon_frames(const uint64_t *pfns, int n)
 {
@@ -360,6 +402,7 @@ int main(int argc, char **argv)
 	test_kill_during_pin();
 	test_fork(0);
 	test_fork(1);
+	test_owner_gone();
 	test_munmap();
 	test_thread();
 	test_exec();
