@@ -46,12 +46,16 @@ $(LIBPINMEM_A): $(LIB_OBJS)
 	$(AR) rcs $@.tmp $^
 	mv -f $@.tmp $@
 
+# The soname's number; bump it (and only it) on an incompatible library ABI
+# change.  mk/70-install.mk and version-check use it too.
+PM_SOVERSION := 0
+
 $(LIBPINMEM_SO): $(LIB_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libpinmem.so.0 \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libpinmem.so.$(PM_SOVERSION) \
 		-Wl,--no-undefined -o $@.tmp $^ $(LIB_LDLIBS)
 	mv -f $@.tmp $@
-	ln -sf libpinmem.so.$(VERSION) $(O)/libpinmem.so.0
-	ln -sf libpinmem.so.0 $(O)/libpinmem.so
+	ln -sf libpinmem.so.$(VERSION) $(O)/libpinmem.so.$(PM_SOVERSION)
+	ln -sf libpinmem.so.$(PM_SOVERSION) $(O)/libpinmem.so
 
 $(O)/pinmem.pc: pinmem.pc.in VERSION
 	@mkdir -p $(@D)

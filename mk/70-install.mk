@@ -28,9 +28,6 @@ SYSUSERSDIR ?= $(SYSTEMLIBDIR)/sysusers.d
 DKMSSRCDIR ?= /usr/src/pinmem-$(VERSION)
 INSTALL ?= install
 
-# The soname's number; bump it (and only it) on an incompatible library ABI change.
-PM_SOVERSION := 0
-
 # What the other parts build (see mk/10-lib.mk, mk/20-pinctl.mk, mk/21-pinstream.mk).
 PM_INST_LIBSO := $(LIBPINMEM_SO)
 PM_INST_LIBA := $(LIBPINMEM_A)
