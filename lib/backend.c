@@ -132,6 +132,12 @@ int pm_dev_free(struct pm_ctx *ctx, void *dev)
 int pm_copy_h2d(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 		size_t len, uint64_t *ev)
 {
+	return pm_copy_h2d_after(ctx, dst_dev, src_host, len, 0, ev);
+}
+
+int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
+		      size_t len, uint64_t after, uint64_t *ev)
+{
 	struct pm_backend *be;
 	int r;
 
@@ -143,7 +149,7 @@ int pm_copy_h2d(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 	if (!dst_dev || !src_host)
 		return pm_ctx_error(ctx, -EINVAL, "pm_copy_h2d: NULL %s",
 				    dst_dev ? "source" : "destination");
-	r = be->ops->copy_h2d(be, dst_dev, src_host, len, ev);
+	r = be->ops->copy_h2d(be, dst_dev, src_host, len, after, ev);
 	return r ? fail(ctx, be, r, "pm_copy_h2d") : 0;
 }
 
@@ -204,4 +210,26 @@ int pm_event_release(struct pm_ctx *ctx, uint64_t ev)
 		return -ENODEV;
 	r = be->ops->event_release(be, ev);
 	return r ? fail(ctx, be, r, "pm_event_release") : 0;
+}
+
+int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev)
+{
+	struct pm_backend *be = backend_of(ctx, "pm_event_record_on");
+	int r;
+
+	if (!be)
+		return -ENODEV;
+	r = be->ops->record_on(be, stream, ev);
+	return r ? fail(ctx, be, r, "recording an event on the consumer's stream") : 0;
+}
+
+int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev)
+{
+	struct pm_backend *be = backend_of(ctx, "pm_event_stream_wait");
+	int r;
+
+	if (!be)
+		return -ENODEV;
+	r = be->ops->stream_wait(be, stream, ev);
+	return r ? fail(ctx, be, r, "ordering the consumer's stream after the copy") : 0;
 }

@@ -30,9 +30,17 @@ struct pm_backend_ops {
 	int (*unregister_host)(struct pm_backend *be, void *ptr);
 	int (*dev_alloc)(struct pm_backend *be, size_t len, void **devp);
 	int (*dev_free)(struct pm_backend *be, void *dev);
-	/* Queue a copy; if evp, record an event after it into *evp. */
+	/*
+	 * Queue a copy that starts after event `after` (0: none) completed;
+	 * if evp, record an event after it into *evp.  On failure nothing of
+	 * the copy is left running (it no longer reads src).
+	 */
 	int (*copy_h2d)(struct pm_backend *be, void *dst, const void *src,
-			size_t len, uint64_t *evp);
+			size_t len, uint64_t after, uint64_t *evp);
+	/* Record an event covering the work queued so far on a caller's stream (cuda: cudaStream_t). */
+	int (*record_on)(struct pm_backend *be, void *stream, uint64_t *evp);
+	/* Make a caller's stream wait for ev without blocking (cuda); host: wait for ev. */
+	int (*stream_wait)(struct pm_backend *be, void *stream, uint64_t ev);
 	/* Synchronous device -> host copy after everything queued. */
 	int (*copy_d2h)(struct pm_backend *be, void *dst, const void *src,
 			size_t len);
@@ -78,6 +86,14 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 		      struct pm_backend **bep, char *note, size_t note_len);
 
 int pm_backend_host_create(struct pm_backend **bep);
+
+/* pm_copy_h2d, starting after event `after` (0: none).  Any thread. */
+int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
+		      size_t len, uint64_t after, uint64_t *ev);
+/* Record an event on a caller's stream; the error goes to the context.  Any thread. */
+int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev);
+/* Order a caller's stream after ev; the error goes to the context.  Any thread. */
+int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev);
 /* Only in builds with PM_HAVE_CUDA. */
 int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			   struct pm_backend **bep, char *note, size_t note_len);

@@ -26,7 +26,8 @@
 	X(StreamDestroy) X(StreamSynchronize) X(HostRegister)		\
 	X(HostUnregister) X(Malloc) X(Free) X(MemcpyAsync)		\
 	X(EventCreateWithFlags) X(EventRecord) X(EventQuery)		\
-	X(EventSynchronize) X(EventDestroy) X(GetErrorName)
+	X(EventSynchronize) X(EventDestroy) X(GetErrorName)		\
+	X(StreamWaitEvent)
 
 struct cudart {
 	void *dl;
@@ -203,14 +204,23 @@ static struct cuda_event *find_event(struct cuda_be *c, uint64_t id)
 }
 
 static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
-			 size_t len, uint64_t *evp)
+			 size_t len, uint64_t after, uint64_t *evp)
 {
 	struct cuda_be *c = cb(be);
-	struct cuda_event *e = NULL;
+	struct cuda_event *e = NULL, *a;
 	uint64_t id = 0;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
+	if (after) {
+		a = find_event(c, after);
+		r = a ? check(c, c->rt.StreamWaitEvent(c->stream, a->ev, 0),
+			      "cudaStreamWaitEvent") : -EINVAL;
+		if (r) {
+			pthread_mutex_unlock(&c->lock);
+			return r;
+		}
+	}
 	/* Take the event first: a copy must not be queued without its event. */
 	if (evp) {
 		e = get_event(c, &id);
@@ -227,6 +237,40 @@ static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
 		e->live = true;
 		*evp = id;
 	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static int cuda_record_on(struct pm_backend *be, void *stream, uint64_t *evp)
+{
+	struct cuda_be *c = cb(be);
+	struct cuda_event *e;
+	uint64_t id;
+	int r = -ENOMEM;
+
+	pthread_mutex_lock(&c->lock);
+	e = get_event(c, &id);
+	if (e)
+		r = check(c, c->rt.EventRecord(e->ev, (cudaStream_t)stream), "cudaEventRecord");
+	if (!r) {
+		e->live = true;
+		*evp = id;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static int cuda_stream_wait(struct pm_backend *be, void *stream, uint64_t id)
+{
+	struct cuda_be *c = cb(be);
+	struct cuda_event *e;
+	int r = -EINVAL;
+
+	pthread_mutex_lock(&c->lock);
+	e = find_event(c, id);
+	if (e)
+		r = check(c, c->rt.StreamWaitEvent((cudaStream_t)stream, e->ev, 0),
+			  "cudaStreamWaitEvent");
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -338,6 +382,8 @@ static const struct pm_backend_ops cuda_ops = {
 	.event_query = cuda_event_query,
 	.event_wait = cuda_event_wait,
 	.event_release = cuda_event_release,
+	.record_on = cuda_record_on,
+	.stream_wait = cuda_stream_wait,
 	.destroy = cuda_destroy,
 };
 

@@ -3,11 +3,14 @@
  * Streams: a ring of pinned slots that recycles itself.
  *
  * A slot goes FREE -> READING (reader thread owns it, reads in flight) ->
- * COPYING (device copy queued) or READY (no backend) or FAILED -> HELD (the
- * consumer has it) -> FREE.  The consumer waits for the copy's event before
- * it gets the batch, so a slot can only become FREE again after its copy
- * completed and its consumer released it: nothing ever reads into a slot the
- * consumer or the device still uses.
+ * COPYING (device copy queued) or READY (no copy) or FAILED -> HELD (the
+ * consumer has it) -> FREE.  A FREE slot is read into again only once its
+ * last copy's event fired (PM_HANDOFF_QUEUED hands batches out before that)
+ * and, in PM_HANDOFF_HOST, once the event of pm_stream_release_on fired (the
+ * consumer's own copy reads the slot); in the other modes that event orders
+ * the next copy into the device buffer on the device instead
+ * (cudaStreamWaitEvent), so the consumer never blocks.  Nothing ever writes
+ * into a slot the consumer or the device still uses.
  *
  * The reader thread owns the io_uring (SINGLE_ISSUER), every slot in READING
  * state and the plan cursor; s->lock guards state changes and counters.
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "crc32c.h"
 #include "ctx.h"
 #include "plan.h"
@@ -68,7 +72,8 @@ struct slot {
 	bool issued;		/* every read queued (or the batch failed) */
 	int err;
 	char errmsg[ERRLEN];
-	uint64_t ev;
+	uint64_t ev;		/* the copy's event; kept until it fired */
+	uint64_t rel_ev;	/* pm_stream_release_on's event, until it is waited for */
 	bool copy_done;
 	uint64_t t_read0, t_copy0;
 };
@@ -88,6 +93,8 @@ struct pm_stream {
 	struct pm_stream_opts o;
 	struct pm_plan plan;
 	bool backend;
+	bool copies;		/* a backend and a device buffer per slot (not PM_HANDOFF_HOST) */
+	bool slot_pending;	/* a FREE slot waits for an event: the reader polls */
 
 	uint32_t nfiles;
 	struct file *files;
@@ -267,11 +274,32 @@ static int open_file(struct pm_stream *s, uint32_t id, char *err, size_t errlen)
 
 /* --- reader thread --- */
 
+/* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
+static bool event_passed(struct pm_stream *s, uint64_t *ev)
+{
+	if (!*ev)
+		return true;
+	if (pm_event_query(s->ctx, *ev) == 0)
+		return false;
+	pm_event_release(s->ctx, *ev);
+	*ev = 0;
+	return true;
+}
+
+/* A FREE slot nothing reads any more: its copy done, in HOST mode its consumer too. */
 static struct slot *free_slot(struct pm_stream *s)
 {
-	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->slots[i].state == SLOT_FREE)
-			return &s->slots[i];
+	s->slot_pending = false;
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (sl->state != SLOT_FREE)
+			continue;
+		if (event_passed(s, &sl->ev) &&
+		    (s->copies || event_passed(s, &sl->rel_ev)))
+			return sl;
+		s->slot_pending = true;
+	}
 	return NULL;
 }
 
@@ -331,10 +359,16 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		snprintf(sl->errmsg, sizeof(sl->errmsg), "batch %llu: stream stopped",
 			 (unsigned long long)sl->b.seq);
 	}
-	if (!sl->err && s->backend) {
+	if (!sl->err && s->copies) {
 		sl->copy_done = false;
 		sl->t_copy0 = now_ns();
-		ret = pm_copy_h2d(s->ctx, sl->b.dev, sl->b.host, sl->b.span, &sl->ev);
+		/* after the consumer's work on the previous batch in this device buffer */
+		ret = pm_copy_h2d_after(s->ctx, sl->b.dev, sl->b.host, sl->b.span,
+					sl->rel_ev, &sl->ev);
+		if (!ret && sl->rel_ev) {
+			pm_event_release(s->ctx, sl->rel_ev);
+			sl->rel_ev = 0;
+		}
 		if (ret) {
 			sl->err = ret;
 			sl->ev = 0;
@@ -350,7 +384,7 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		pm_hist_add(&s->read_hist, t - sl->t_read0);
 		s->read_bytes += sl->b.span;
 	}
-	sl->state = sl->err ? SLOT_FAILED : s->backend ? SLOT_COPYING : SLOT_READY;
+	sl->state = sl->err ? SLOT_FAILED : s->copies ? SLOT_COPYING : SLOT_READY;
 	if (sl->err && s->o.on_error == PM_ON_ERROR_STOP)
 		s->halt = true;		/* batches before this one still arrive */
 	pthread_cond_broadcast(&s->consumer_cv);
@@ -464,7 +498,6 @@ static bool batch_start(struct pm_stream *s)
 	sl->next_item = 0;
 	sl->next_rel = 0;
 	sl->issued = false;
-	sl->ev = 0;
 	sl->t_read0 = now_ns();
 	if (slot_reserve(sl, k ? (uint32_t)k : 1)) {
 		k = 0;	/* one item (reserved at create) carries the failure */
@@ -619,6 +652,20 @@ static int reader_setup(struct pm_stream *s)
 	return 0;
 }
 
+/* Sleep on reader_cv for at most 200 us (events fire without a signal). */
+static void wait_briefly(struct pm_stream *s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 200000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&s->reader_cv, &s->lock, &ts);
+}
+
 static void *reader_main(void *arg)
 {
 	struct pm_stream *s = arg;
@@ -643,8 +690,12 @@ static void *reader_main(void *arg)
 				break;
 			/* nothing in flight and nothing to start: all slots busy */
 			t0 = now_ns();
-			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt)
-				pthread_cond_wait(&s->reader_cv, &s->lock);
+			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt) {
+				if (s->slot_pending)
+					wait_briefly(s);	/* an event to poll */
+				else
+					pthread_cond_wait(&s->reader_cv, &s->lock);
+			}
 			s->reader_wait_ns += now_ns() - t0;
 			continue;
 		}
@@ -700,6 +751,7 @@ static struct slot *pick(struct pm_stream *s)
 		if (!in_flight(sl) || sl->state == SLOT_READING)
 			continue;
 		if (sl->state == SLOT_COPYING && !sl->copy_done &&
+		    s->o.handoff == PM_HANDOFF_COPIED &&
 		    pm_event_query(s->ctx, sl->ev) == 0) {
 			if (!oldest || sl->b.seq < oldest->b.seq)
 				oldest = sl;
@@ -721,12 +773,9 @@ static bool stream_over(struct pm_stream *s)
 	return s->reader_exited || s->plan_done;
 }
 
+/* Back to the ring; its events are checked before it is read into again. */
 static void slot_free(struct pm_stream *s, struct slot *sl)
 {
-	if (sl->ev) {
-		pm_event_release(s->ctx, sl->ev);
-		sl->ev = 0;
-	}
 	sl->state = SLOT_FREE;
 	pthread_cond_broadcast(&s->reader_cv);
 }
@@ -768,7 +817,7 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 			pthread_cond_wait(&s->consumer_cv, &s->lock);
 			continue;
 		}
-		if (sl->state == SLOT_COPYING) {
+		if (sl->state == SLOT_COPYING && s->o.handoff == PM_HANDOFF_COPIED) {
 			uint64_t ev = sl->ev;
 
 			pthread_mutex_unlock(&s->lock);
@@ -819,22 +868,81 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	return ret;
 }
 
+/* The slot of a batch the consumer holds (s->lock held), or NULL. */
+static struct slot *held_slot(struct pm_stream *s, struct pm_batch *batch)
+{
+	struct slot *sl;
+
+	if (!batch || batch->slot >= s->nslots)
+		return NULL;
+	sl = &s->slots[batch->slot];
+	return &sl->b == batch && sl->state == SLOT_HELD ? sl : NULL;
+}
+
 int pm_stream_release(struct pm_stream *s, struct pm_batch *batch)
 {
 	struct slot *sl;
-	int ret = -EINVAL;
 
-	if (!batch || batch->slot >= s->nslots)
-		return -EINVAL;
-	sl = &s->slots[batch->slot];
 	pthread_mutex_lock(&s->lock);
-	if (&sl->b == batch && sl->state == SLOT_HELD) {
+	sl = held_slot(s, batch);
+	if (sl) {
 		s->held--;
 		slot_free(s, sl);
-		ret = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
+	return sl ? 0 : -EINVAL;
+}
+
+int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch, void *cuda_stream)
+{
+	struct slot *sl;
+	uint64_t ev = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	sl = held_slot(s, batch);
+	if (!sl)
+		ret = -EINVAL;
+	else if (s->copies && s->o.handoff == PM_HANDOFF_QUEUED)
+		ev = sl->ev;	/* stays live while the slot is held */
+	pthread_mutex_unlock(&s->lock);
+	if (ev) {
+		ret = pm_event_stream_wait(s->ctx, cuda_stream, ev);
+		if (ret)
+			snprintf(s->err, sizeof(s->err), "batch %llu: %s",
+				 (unsigned long long)batch->seq, pm_ctx_last_error(s->ctx));
+	}
 	return ret;
+}
+
+int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda_stream)
+{
+	struct slot *sl;
+	uint64_t ev = 0;
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	sl = held_slot(s, batch);
+	pthread_mutex_unlock(&s->lock);
+	if (!sl)
+		return -EINVAL;
+	/* Recorded outside s->lock: the reader queues copies meanwhile. */
+	if (s->backend) {
+		ret = pm_event_record_on(s->ctx, cuda_stream, &ev);
+		if (ret) {
+			snprintf(s->err, sizeof(s->err), "batch %llu stays held: %s",
+				 (unsigned long long)batch->seq, pm_ctx_last_error(s->ctx));
+			return ret;
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	if (sl->rel_ev)		/* cannot happen: a held batch's copy consumed it */
+		pm_event_release(s->ctx, sl->rel_ev);
+	sl->rel_ev = ev;
+	s->held--;
+	slot_free(s, sl);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 const char *pm_stream_error(struct pm_stream *s)
@@ -928,8 +1036,9 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 				    o->rank, o->world_size);
 	if ((unsigned)o->direct > PM_DIRECT_OFF || (unsigned)o->on_error > PM_ON_ERROR_SKIP ||
 	    (unsigned)o->order > PM_ORDER_AS_COMPLETED ||
-	    (unsigned)o->shard_pad > PM_SHARD_DROP)
-		return pm_ctx_error(ctx, -EINVAL, "unknown direct, on_error, order or shard_pad value");
+	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST)
+		return pm_ctx_error(ctx, -EINVAL,
+				    "unknown direct, on_error, order, shard_pad or handoff value");
 	return 0;
 }
 
@@ -1012,6 +1121,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	if (ret)
 		goto fail;
 	s->backend = strcmp(info.backend, "none") != 0;
+	s->copies = s->backend && s->o.handoff != PM_HANDOFF_HOST;
 
 	s->nfiles = m->npaths;
 	s->files = calloc(s->nfiles, sizeof(*s->files));
@@ -1078,7 +1188,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 			ret = pm_ctx_error(ctx, ret, "no memory for the slots' item lists");
 			goto fail;
 		}
-		if (s->backend) {
+		if (s->copies) {
 			ret = pm_dev_alloc(ctx, s->slot_bytes, &s->slots[i].b.dev);
 			if (ret)
 				goto fail;
@@ -1111,6 +1221,14 @@ fail:
 	return ret;
 }
 
+static void drain_event(struct pm_stream *s, uint64_t ev)
+{
+	if (ev) {
+		pm_event_wait(s->ctx, ev);
+		pm_event_release(s->ctx, ev);
+	}
+}
+
 void pm_stream_destroy(struct pm_stream *s)
 {
 	if (!s)
@@ -1125,10 +1243,9 @@ void pm_stream_destroy(struct pm_stream *s)
 	for (uint32_t i = 0; s->slots && i < s->o.slots; i++) {
 		struct slot *sl = &s->slots[i];
 
-		if (sl->ev) {
-			pm_event_wait(s->ctx, sl->ev);
-			pm_event_release(s->ctx, sl->ev);
-		}
+		/* the copy and the consumer's work may read the slot until then */
+		drain_event(s, sl->ev);
+		drain_event(s, sl->rel_ev);
 		if (sl->b.dev)
 			pm_dev_free(s->ctx, sl->b.dev);
 		free(sl->items);

@@ -329,6 +329,15 @@ API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	return leave(cudaSuccess);
 }
 
+API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+				    unsigned int flags)
+{
+	ENTER(stream, event, 0, flags);
+	if (!event_ok(event) || !stream_ok(stream))
+		return leave(cudaErrorInvalidResourceHandle);
+	return leave(cudaSuccess);	/* one queue: already in order */
+}
+
 API cudaError_t cudaEventQuery(cudaEvent_t event)
 {
 	ENTER(event, NULL, 0, 0);

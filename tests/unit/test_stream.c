@@ -588,6 +588,65 @@ static void test_all_slots_held(void **state)
 	finish(ctx, m, NULL);
 }
 
+/*
+ * The hand-off modes on the host backend (the cuda path, with a consumer on
+ * its own stream, is test_cuda_* below): every byte right in each mode, no
+ * device buffers in HOST mode, release_on frees the slot, and a batch not
+ * held is refused by batch_wait and release_on alike.
+ */
+static void handoff_stream(enum pm_backend_kind be, enum pm_handoff mode)
+{
+	struct pm_ctx *ctx = open_ctx(be);
+	struct pm_manifest *m = random_items(200, 31 + mode, 60000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b, *last = NULL;
+	uint32_t *counts = calloc(200, sizeof(*counts));
+	int fake_stream, n = 0;
+
+	pm_stream_opts_init(&o);
+	o.slots = 3;
+	o.batch_bytes = 256 << 10;
+	o.handoff = mode;
+	s = stream_ok(ctx, m, &o);
+	while (!pm_stream_next(s, &b) && b) {
+		assert_int_equal(pm_stream_batch_wait(s, b, &fake_stream), 0);
+		if (mode == PM_HANDOFF_HOST || be == PM_BACKEND_NONE)
+			assert_null(b->dev);
+		else
+			assert_non_null(b->dev);
+		check_batch(m, b);
+		for (uint32_t i = 0; i < b->nitems; i++)
+			counts[b->items[i].index]++;
+		/* alternate the two releases: both give the slot back */
+		if (n++ % 2)
+			assert_int_equal(pm_stream_release_on(s, b, &fake_stream), 0);
+		else
+			assert_int_equal(pm_stream_release(s, b), 0);
+		assert_int_equal(pm_stream_release_on(s, b, &fake_stream), -EINVAL);
+		assert_int_equal(pm_stream_batch_wait(s, b, &fake_stream), -EINVAL);
+		last = b;
+	}
+	assert_non_null(last);
+	assert_true(n > 10);
+	for (size_t i = 0; i < 200; i++)
+		assert_int_equal(counts[i], 1);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.bytes, pm_manifest_bytes(m));
+	assert_int_equal(pm_stream_release_on(s, NULL, NULL), -EINVAL);
+	free(counts);
+	finish(ctx, m, s);
+}
+
+static void test_handoff_modes(void **state)
+{
+	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_COPIED);
+	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_QUEUED);
+	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_HOST);
+	handoff_stream(PM_BACKEND_NONE, PM_HANDOFF_QUEUED);
+}
+
 static void test_stats_stalls(void **state)
 {
 	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
@@ -807,6 +866,10 @@ static void test_bad_opts(void **state)
 	pm_stream_opts_init(&o);
 	o.qd = 100000;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	pm_stream_opts_init(&o);
+	o.handoff = (enum pm_handoff)3;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "handoff"));
 	assert_int_equal(count_fds(), fds);
 	finish(ctx, m, NULL);
 }
@@ -1059,6 +1122,7 @@ int main(void)
 		cmocka_unit_test(test_as_completed),
 		cmocka_unit_test(test_held_batch_untouched),
 		cmocka_unit_test(test_all_slots_held),
+		cmocka_unit_test(test_handoff_modes),
 		cmocka_unit_test(test_stats_stalls),
 		cmocka_unit_test(test_crc),
 		cmocka_unit_test(test_missing_file),
