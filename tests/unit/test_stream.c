@@ -29,6 +29,9 @@
 #include "pm_test.h"
 #include "pinmem_stream.h"
 #include "cudastub.h"
+#if defined(PM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 #define NFILES 3
 
@@ -1108,6 +1111,205 @@ static void test_cuda_stub(void **state)
 	pm_manifest_destroy(m);
 	dlclose(h);
 }
+
+/* The stand-in's control calls and the runtime calls a consumer makes. */
+struct stub {
+	void *h;
+	cudastub_reset_fn *reset;
+	cudastub_count_fn *count;
+	cudastub_kernel_read_fn *kernel_read;
+	__typeof__(cudaGetDevice) *get_device;
+	__typeof__(cudaSetDevice) *set_device;
+	__typeof__(cudaStreamCreateWithFlags) *stream_create;
+	__typeof__(cudaStreamSynchronize) *stream_sync;
+	__typeof__(cudaStreamDestroy) *stream_destroy;
+};
+
+static void stub_open(struct stub *st, int devices)
+{
+	const char *path = getenv("PM_TEST_CUDA_STUB");
+
+	assert_non_null(path);	/* make unit-check sets it */
+	st->h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	assert_non_null(st->h);
+	*(void **)&st->reset = dlsym(st->h, "cudastub_reset");
+	*(void **)&st->count = dlsym(st->h, "cudastub_count");
+	*(void **)&st->kernel_read = dlsym(st->h, "cudastub_kernel_read");
+	*(void **)&st->get_device = dlsym(st->h, "cudaGetDevice");
+	*(void **)&st->set_device = dlsym(st->h, "cudaSetDevice");
+	*(void **)&st->stream_create = dlsym(st->h, "cudaStreamCreateWithFlags");
+	*(void **)&st->stream_sync = dlsym(st->h, "cudaStreamSynchronize");
+	*(void **)&st->stream_destroy = dlsym(st->h, "cudaStreamDestroy");
+	assert_true(st->reset && st->count && st->kernel_read && st->get_device &&
+		    st->set_device && st->stream_create && st->stream_sync &&
+		    st->stream_destroy);
+	st->reset(devices, 0);
+}
+
+static struct pm_ctx *stub_ctx(int device)
+{
+	struct pm_open_opts oo = { .backend = PM_BACKEND_CUDA, .cuda_device = device,
+				   .cuda_library = getenv("PM_TEST_CUDA_STUB") };
+	struct pm_ctx *ctx;
+	char err[256] = "";
+
+	oo.errbuf = err;
+	oo.errbuf_len = sizeof(err);
+	if (pm_open(&ctx, &oo))
+		fail_msg("pm_open: %s", err);
+	return ctx;
+}
+
+/*
+ * Rank 1 of a node: the program made device 1 current (as torch.cuda.set_device
+ * does) and streams with cuda_device = 1.  Every batch's device bytes equal
+ * the file's, device 0 never gets a context, and the program's current
+ * device is 1 after every call.
+ */
+static void test_cuda_device1(void **state)
+{
+	struct pm_manifest *m = random_items(60, 17, 80000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct stub st;
+	unsigned char *back = malloc(256 << 10);
+	int n = 0, dev = -1;
+
+	stub_open(&st, 2);
+	assert_int_equal(st.set_device(1), cudaSuccess);
+	ctx = stub_ctx(1);
+	pm_stream_opts_init(&o);
+	o.slots = 3;
+	o.batch_bytes = 256 << 10;
+	s = stream_ok(ctx, m, &o);
+	for (;;) {
+		assert_int_equal(pm_stream_next(s, &b), 0);
+		assert_int_equal(st.get_device(&dev), cudaSuccess);
+		assert_int_equal(dev, 1);
+		if (!b)
+			break;
+		assert_int_equal(pm_copy_d2h(ctx, back, b->dev, b->span), 0);
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct tfile *t = file_of(m, b->items[i].path_id);
+
+			assert_memory_equal(back + b->items[i].slot_offset,
+					    t->data + b->items[i].file_offset, b->items[i].length);
+		}
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	assert_true(n > 5);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	assert_int_equal(st.get_device(&dev), cudaSuccess);
+	assert_int_equal(dev, 1);
+	assert_int_equal(st.count("context0"), 0);
+	assert_int_equal(st.count("calls_on0"), 0);
+	assert_int_equal(st.count("events"), 0);
+	free(back);
+	pm_manifest_destroy(m);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
+ * The consumer of a training loop: its "kernel" reads each batch on its own
+ * stream some time later (the stand-in's kernel_read), and the loop moves
+ * on at once.  Returns how many batches the kernel saw with bytes other than
+ * the file's, i.e. overwritten by a later batch before it read them.
+ */
+static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
+{
+	struct pm_manifest *m = random_items(120, 23, 40000);
+	struct pm_ctx *ctx = stub_ctx(0);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	cudaStream_t cs;
+	struct seen {
+		unsigned char *bytes;
+		uint32_t nitems;
+		struct pm_batch_item *items;
+	} *seen = calloc(200, sizeof(*seen));
+	int n = 0, bad = 0;
+
+	assert_int_equal(st->stream_create(&cs, cudaStreamNonBlocking), cudaSuccess);
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 128 << 10;
+	o.handoff = mode;
+	s = stream_ok(ctx, m, &o);
+	while (!pm_stream_next(s, &b) && b) {
+		struct seen *v = &seen[n++];
+
+		assert_true(n < 200);
+		v->bytes = malloc(b->span);
+		v->nitems = b->nitems;
+		v->items = malloc(b->nitems * sizeof(*v->items));
+		memcpy(v->items, b->items, b->nitems * sizeof(*v->items));
+		assert_int_equal(pm_stream_batch_wait(s, b, cs), 0);
+		assert_int_equal(st->kernel_read(cs, v->bytes,
+						 mode == PM_HANDOFF_HOST ? b->host : b->dev,
+						 b->span, 3000), cudaSuccess);
+		if (release_on)
+			assert_int_equal(pm_stream_release_on(s, b, cs), 0);
+		else
+			assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	assert_int_equal(st->stream_sync(cs), cudaSuccess);
+	assert_true(n > 10);
+	for (int k = 0; k < n; k++) {
+		struct seen *v = &seen[k];
+		bool ok = true;
+
+		for (uint32_t i = 0; i < v->nitems; i++) {
+			const struct tfile *t = file_of(m, v->items[i].path_id);
+
+			ok = ok && !memcmp(v->bytes + v->items[i].slot_offset,
+					   t->data + v->items[i].file_offset, v->items[i].length);
+		}
+		bad += !ok;
+		free(v->bytes);
+		free(v->items);
+	}
+	free(seen);
+	pm_stream_destroy(s);
+	assert_int_equal(st->stream_destroy(cs), cudaSuccess);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	return bad;
+}
+
+/*
+ * Release against the consumer's stream: zero overwritten reads in every
+ * hand-off mode.  A plain release in the same loop lets the next copy (or,
+ * in HOST mode, the next read) overwrite batches the kernel has not read
+ * yet: the same check finds them, so it can fail.
+ */
+static void test_cuda_consumer_race(void **state)
+{
+	static const enum pm_handoff modes[] = {
+		PM_HANDOFF_COPIED, PM_HANDOFF_QUEUED, PM_HANDOFF_HOST,
+	};
+	struct stub st;
+	int bad;
+
+	stub_open(&st, 1);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		bad = consumer_race(&st, modes[i], true);
+		print_message("handoff %d, release_on: %d overwritten batches\n", modes[i], bad);
+		assert_int_equal(bad, 0);
+		bad = consumer_race(&st, modes[i], false);
+		print_message("handoff %d, plain release: %d overwritten batches\n", modes[i], bad);
+		assert_true(bad > 0);
+	}
+	assert_int_equal(st.count("events"), 0);
+	assert_int_equal(st.count("allocs"), 0);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
 #endif
 
 int main(void)
@@ -1135,6 +1337,8 @@ int main(void)
 		cmocka_unit_test(test_consumer_killed),
 #if defined(PM_HAVE_CUDA) && !defined(PM_TEST_MODULE)
 		cmocka_unit_test(test_cuda_stub),
+		cmocka_unit_test(test_cuda_device1),
+		cmocka_unit_test(test_cuda_consumer_race),
 #endif
 	};
 
