@@ -56,7 +56,7 @@ enum pm_page_kind {
 
 /* Copy backend of a context. */
 enum pm_backend_kind {
-	PM_BACKEND_AUTO = 0,	/* cuda if built, loadable and a GPU exists, else host */
+	PM_BACKEND_AUTO = 0,	/* cuda if it works; host only on a machine without NVIDIA GPUs (a GPU cuda cannot use is -ENODEV) */
 	PM_BACKEND_HOST,	/* worker thread copying into malloc'd "device" memory */
 	PM_BACKEND_CUDA,	/* CUDA runtime, loaded with dlopen */
 	PM_BACKEND_NONE,	/* no copies; buffers are not registered anywhere */
@@ -84,7 +84,7 @@ struct pm_ctx_info {
 	uint32_t module_abi_minor;
 	const char *module_note;	/* why the module is not used, "" if it is */
 	const char *backend;		/* "cuda", "host" or "none" */
-	const char *backend_note;	/* why AUTO did not pick cuda, "" otherwise */
+	const char *backend_note;	/* why AUTO picked host (no GPU here), "" otherwise */
 	bool uring;			/* io_uring_queue_init works */
 	bool thp;			/* THP is "always" or "madvise" */
 	bool hugetlb;			/* free pages in the default hugetlb pool */

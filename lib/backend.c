@@ -4,10 +4,13 @@
  * which forward to the context's backend and turn its failures into the
  * context's last error.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "ctx.h"
@@ -44,10 +47,38 @@ char *pm_backend_last_error(struct pm_backend *be, char *out, size_t len)
 	return out;
 }
 
+bool pm_gpu_present(const char *root, char *what, size_t len)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	int n = 0;
+	DIR *d;
+
+	root = root ? root : "";
+	snprintf(path, sizeof(path), "%s/proc/driver/nvidia/gpus", root);
+	d = opendir(path);
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	if (n) {
+		snprintf(what, len, "%s lists %d", path, n);
+		return true;
+	}
+	snprintf(path, sizeof(path), "%s/dev/nvidia0", root);
+	if (!stat(path, &st) && S_ISCHR(st.st_mode)) {
+		snprintf(what, len, "%s exists", path);
+		return true;
+	}
+	snprintf(what, len, "no entries in %s/proc/driver/nvidia/gpus, no %s", root, path);
+	return false;
+}
+
 int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
 		      struct pm_backend **bep, char *note, size_t note_len)
 {
-	char scratch[8];
+	char scratch[8], why[256], gpu[PATH_MAX + 32];
 	int r;
 
 	if (!note) {
@@ -70,14 +101,23 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 #endif
 	case PM_BACKEND_AUTO:
 #ifdef PM_HAVE_CUDA
-		r = pm_backend_cuda_create(cfg, bep, note, note_len);
+		r = pm_backend_cuda_create(cfg, bep, why, sizeof(why));
 		if (!r)
 			return 0;
 #else
-		snprintf(note, note_len, "libpinmem was built without CUDA");
+		snprintf(why, sizeof(why), "libpinmem was built without CUDA");
 #endif
-		r = pm_backend_host_create(bep);
-		return r;
+		/* "device" pointers in host memory make GPU kernels fault: never silently */
+		if (pm_gpu_present(cfg ? cfg->root : NULL, gpu, sizeof(gpu))) {
+			snprintf(note, note_len,
+				 "an NVIDIA GPU is present (%s) but the cuda backend is not usable: %s; "
+				 "set PINMEM_CUDART (or cuda_library) to a libcudart.so, e.g. the one a pip-installed PyTorch carries in site-packages/nvidia/cuda_runtime/lib/, or ask for the host backend",
+				 gpu, why);
+			return -ENODEV;
+		}
+		snprintf(note, note_len, "%s; no NVIDIA GPU here (%s), so copies go to host memory",
+			 why, gpu);
+		return pm_backend_host_create(bep);
 	}
 	return -EINVAL;
 }

@@ -15,6 +15,7 @@
 #define PM_BACKEND_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,18 +75,28 @@ char *pm_backend_last_error(struct pm_backend *be, char *out, size_t len);
 struct pm_backend_cfg {
 	const char *cuda_library;
 	int cuda_device;
+	const char *root;	/* prefix of the paths probed for a GPU, NULL: "" */
 };
 
 /*
- * Create the backend of that kind.  AUTO tries cuda then host and writes why
- * cuda was not used into note (may be NULL).  NONE sets *bep to NULL.
- * -EOPNOTSUPP: cuda asked for but not built in; -ENODEV: no usable GPU or
- * runtime (note says which).
+ * Create the backend of that kind.  AUTO picks cuda when it works; else host
+ * only when this machine has no NVIDIA GPU (pm_gpu_present), writing why into
+ * note (may be NULL); a GPU that cuda cannot use fails AUTO with -ENODEV and
+ * a sentence on where the runtime was looked for and how to point at one.
+ * NONE sets *bep to NULL.  -EOPNOTSUPP: cuda asked for but not built in;
+ * -ENODEV: no usable GPU or runtime (note says which).
  */
 int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
 		      struct pm_backend **bep, char *note, size_t note_len);
 
 int pm_backend_host_create(struct pm_backend **bep);
+
+/*
+ * Whether an NVIDIA GPU is installed, without the CUDA runtime: entries in
+ * <root>/proc/driver/nvidia/gpus/ or a <root>/dev/nvidia0 device; what was
+ * found goes to what (for sentences).
+ */
+bool pm_gpu_present(const char *root, char *what, size_t len);
 
 /* pm_copy_h2d, starting after event `after` (0: none).  Any thread. */
 int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,

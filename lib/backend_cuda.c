@@ -529,22 +529,26 @@ static int load_cudart(struct cudart *rt, const char *path, char *note, size_t l
 		"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
 		"libcudart.so", PM_CUDA_LIBDIR "/libcudart.so",
 	};
-	const char *missing = NULL;
+	const char *missing = NULL, *from = "";
 	size_t i;
 
-	if (!path)
+	if (!path) {
 		path = getenv("PINMEM_CUDART");
+		from = " named by PINMEM_CUDART";
+	}
 	if (path && *path) {
 		rt->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 		if (!rt->dl) {
-			snprintf(note, len, "cannot load the CUDA runtime: %s", dlerror());
+			snprintf(note, len, "cannot load the CUDA runtime%s: %s", from, dlerror());
 			return -ENODEV;
 		}
 	} else {
 		for (i = 0; i < sizeof(names) / sizeof(names[0]) && !rt->dl; i++)
 			rt->dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 		if (!rt->dl) {
-			snprintf(note, len, "no CUDA runtime (libcudart.so) found");
+			snprintf(note, len,
+				 "no CUDA runtime found (looked for libcudart.so.13, .12, .11.0 and libcudart.so on the library path, and %s/libcudart.so)",
+				 PM_CUDA_LIBDIR);
 			return -ENODEV;
 		}
 	}

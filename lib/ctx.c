@@ -180,6 +180,7 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 
 	cfg.cuda_library = o->cuda_library;
 	cfg.cuda_device = o->cuda_device;
+	cfg.root = sys->root;
 	r = pm_backend_create(o->backend, &cfg, &ctx->backend, ctx->backend_note,
 			      sizeof(ctx->backend_note));
 	if (r) {

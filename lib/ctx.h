@@ -26,6 +26,8 @@ struct pm_sys_ops {
 	int (*munlock)(const void *addr, size_t len);
 	/* RLIMIT_MEMLOCK soft limit (UINT64_MAX: unlimited), bytes locked now. */
 	int (*memlock)(uint64_t *limit, uint64_t *locked);
+	/* Prefix of the /proc, /sys and /dev paths probed (tests); NULL: the real ones. */
+	const char *root;
 };
 
 /* The real system calls. */
@@ -45,8 +47,8 @@ struct pm_ctx {
 	pthread_mutex_t lock;		/* bufs, err */
 	struct pm_buf *bufs;		/* live buffers, newest first */
 	char module_note[192];
-	char backend_note[192];
-	char err[320];
+	char backend_note[640];
+	char err[768];
 };
 
 /* pm_open with other system calls (tests). */

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "pinmem.h"
 #include "cudastub.h"
@@ -62,25 +63,118 @@ static struct pm_ctx *cuda_ctx(void)
 	return ctx;
 }
 
+/* A machine root for the GPU probe: with gpus entries under proc/driver/nvidia, or none. */
+static char *probe_root(int gpus)
+{
+	static char root[64];
+	char path[160];
+
+	snprintf(root, sizeof(root), "/tmp/pm-gpu-probe.XXXXXX");
+	assert_non_null(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/proc", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/dev", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	/* a plain file is no device node: it must not count */
+	snprintf(path, sizeof(path), "%s/dev/nvidia0", root);
+	close(open(path, O_CREAT | O_WRONLY, 0644));
+	snprintf(path, sizeof(path), "%s/proc/driver/nvidia/gpus", root);
+	if (gpus) {
+		char cmd[200];
+
+		snprintf(cmd, sizeof(cmd), "mkdir -p %s/0000:41:00.0", path);
+		assert_int_equal(system(cmd), 0);
+	}
+	return root;
+}
+
+static void rm_root(const char *root)
+{
+	char cmd[100];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
+static int open_auto(struct pm_ctx **ctx, const char *root, const char *lib,
+		     char *err, size_t len)
+{
+	static struct pm_sys_ops ops;	/* the context keeps a pointer to it */
+	struct pm_open_opts o = { .backend = PM_BACKEND_AUTO, .cuda_library = lib,
+				  .errbuf = err, .errbuf_len = len };
+
+	ops = fake_ops;
+	ops.root = root;
+	return pm_open_sys(ctx, &o, &ops);
+}
+
+/* No NVIDIA GPU on the machine: AUTO takes host copies and says why. */
 static void auto_without_gpu_uses_host(void **state)
 {
+	char *root = probe_root(0);
 	struct pm_ctx_info in;
 	struct pm_ctx *ctx;
+	char note[512];
 
 	stub_reset(0, 0);
-	assert_int_equal(open_cuda(&ctx, PM_BACKEND_AUTO, 0, NULL, 0), 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
-	assert_string_equal(in.backend_note, "no CUDA device (device 0 asked for)");
+	snprintf(note, sizeof(note),
+		 "no CUDA device (device 0 asked for); no NVIDIA GPU here (no entries in %s/proc/driver/nvidia/gpus, no %s/dev/nvidia0), so copies go to host memory",
+		 root, root);
+	assert_string_equal(in.backend_note, note);
 	pm_close(ctx);
 
 	stub_reset(1, cudaErrorInsufficientDriver);
-	assert_int_equal(open_cuda(&ctx, PM_BACKEND_AUTO, 0, NULL, 0), 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
-	assert_string_equal(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver");
+	assert_non_null(strstr(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver; no NVIDIA GPU here"));
 	pm_close(ctx);
 	assert_int_equal(stub_count("streams"), 0);
+	rm_root(root);
+}
+
+/*
+ * A GPU is installed but cuda cannot use it: AUTO fails with a sentence that
+ * says where it looked and how to point it at a runtime, never host copies
+ * into memory GPU kernels would fault on.
+ */
+static void auto_with_gpu_never_falls_back(void **state)
+{
+	char *root = probe_root(1);
+	struct pm_ctx *ctx = (void *)1;
+	char err[1024], want[256];
+
+	stub_reset(1, 0);
+	assert_int_equal(open_auto(&ctx, root, "/nonexistent/libcudart.so", err, sizeof(err)),
+			 -ENODEV);
+	assert_null(ctx);
+	snprintf(want, sizeof(want), "an NVIDIA GPU is present (%s/proc/driver/nvidia/gpus lists 1)",
+		 root);
+	assert_non_null(strstr(err, want));
+	assert_non_null(strstr(err, "cannot load the CUDA runtime: /nonexistent/libcudart.so"));
+	assert_non_null(strstr(err, "set PINMEM_CUDART"));
+	assert_non_null(strstr(err, "nvidia/cuda_runtime/lib"));
+	/* the runtime's default search, named in the sentence */
+	unsetenv("PINMEM_CUDART");
+	stub_reset(0, 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "not usable: no CUDA device (device 0 asked for)"));
+	assert_int_equal(fake.closes, fake.opens);
+	/* the same machine with a runtime that works: cuda */
+	stub_reset(1, 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, err, sizeof(err)), 0);
+	{
+		struct pm_ctx_info in;
+
+		pm_ctx_info(ctx, &in);
+		assert_string_equal(in.backend, "cuda");
+		assert_string_equal(in.backend_note, "");
+	}
+	pm_close(ctx);
+	rm_root(root);
 }
 
 static void explicit_cuda_fails_clearly(void **state)
@@ -440,6 +534,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(auto_without_gpu_uses_host, setup),
+		cmocka_unit_test_setup(auto_with_gpu_never_falls_back, setup),
 		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
 		cmocka_unit_test_setup(library_from_environment, setup),
 		cmocka_unit_test_setup(stream_on_chosen_device, setup),
