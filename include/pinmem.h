@@ -18,6 +18,13 @@
  * options are the defaults; unknown flags and non-zero reserved fields are
  * -EINVAL (new options will be carved out of the reserved fields, so a
  * program built against this header keeps working with later libraries).
+ *
+ * Fork: buffers from pm_buf_alloc (and stream slots) are MADV_DONTFORK, so a
+ * forked child (DataLoader workers) neither copies nor maps them; memory
+ * given to pm_buf_pin_inplace keeps its own fork behaviour (a MAP_SHARED
+ * ring stays shared).  A context or stream used in a forked child fails with
+ * -ECHILD and a sentence; pm_close and pm_stream_destroy there only free the
+ * child's bookkeeping.
  */
 #ifndef PINMEM_H
 #define PINMEM_H

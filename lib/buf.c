@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend.h"
 #include "buf.h"
@@ -118,6 +119,9 @@ int pm_buf_alloc(struct pm_ctx *ctx, size_t size, const struct pm_buf_opts *opts
 
 	if (!ctx)
 		return -EINVAL;
+	r = pm_ctx_check_owner(ctx, "pm_buf_alloc");
+	if (r)
+		return r;
 	r = begin(ctx, o, bufp, "pm_buf_alloc", &b);
 	if (r)
 		return r;
@@ -129,6 +133,13 @@ int pm_buf_alloc(struct pm_ctx *ctx, size_t size, const struct pm_buf_opts *opts
 		free(b);
 		return r;
 	}
+	/*
+	 * Before any page exists: a process forking later (DataLoader
+	 * workers) neither copies pinned pages eagerly nor maps them at all.
+	 */
+	if (madvise(b->map, b->map_len, MADV_DONTFORK))
+		pm_buf_add_note(b, "MADV_DONTFORK failed (%s): a fork copies this buffer",
+				strerror(errno));
 	return finish(ctx, b, o, bufp);
 }
 
@@ -143,6 +154,10 @@ int pm_buf_pin_inplace(struct pm_ctx *ctx, void *ptr, size_t len,
 
 	if (!ctx)
 		return -EINVAL;
+	r = pm_ctx_check_owner(ctx, "pm_buf_pin_inplace");
+	if (r)
+		return r;
+	/* caller-owned memory keeps its fork behaviour (a shared ring workers write) */
 	r = begin(ctx, o, bufp, "pm_buf_pin_inplace", &b);
 	if (r)
 		return r;
@@ -174,12 +189,18 @@ int pm_buf_pin_inplace(struct pm_ctx *ctx, void *ptr, size_t len,
 void pm_buf_release(struct pm_buf *b)
 {
 	struct pm_ctx *ctx = b->ctx;
-	struct pm_uring_reg *reg;
 
 	if (b->backend_registered)
 		ctx->backend->ops->unregister_host(ctx->backend, b->ptr);
 	pm_unpin(ctx, b);
 	pm_pages_unmap(b);
+	pm_buf_forget(b);
+}
+
+void pm_buf_forget(struct pm_buf *b)
+{
+	struct pm_uring_reg *reg;
+
 	while ((reg = b->rings)) {
 		b->rings = reg->next;
 		free(reg);
@@ -190,9 +211,13 @@ void pm_buf_release(struct pm_buf *b)
 int pm_buf_free(struct pm_ctx *ctx, struct pm_buf *buf)
 {
 	struct pm_buf **pp;
+	int r;
 
 	if (!ctx)
 		return -EINVAL;
+	r = pm_ctx_check_owner(ctx, "pm_buf_free");
+	if (r)
+		return r;
 	pthread_mutex_lock(&ctx->lock);
 	for (pp = &ctx->bufs; *pp && *pp != buf; pp = &(*pp)->next)
 		;

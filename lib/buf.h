@@ -41,6 +41,8 @@ void pm_buf_add_note(struct pm_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Undo a live buffer already unlinked from its context, in reverse order. */
 void pm_buf_release(struct pm_buf *b);
+/* Free only the bookkeeping of an unlinked buffer (in a forked child). */
+void pm_buf_forget(struct pm_buf *b);
 
 /* Map >= size bytes of the page kind asked, stepping down unless strict. */
 int pm_pages_map(struct pm_ctx *ctx, struct pm_buf *b, size_t size,

@@ -28,6 +28,20 @@ int pm_ctx_error(struct pm_ctx *ctx, int err, const char *fmt, ...)
 	return err;
 }
 
+bool pm_ctx_forked(const struct pm_ctx *ctx)
+{
+	return getpid() != ctx->pid;
+}
+
+int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call)
+{
+	if (!pm_ctx_forked(ctx))
+		return 0;
+	return pm_ctx_error(ctx, -ECHILD,
+			    "%s: this context belongs to process %d and this is a process forked from it; its pinned slots are not mapped here (MADV_DONTFORK) and its threads and CUDA state do not exist here: open a new context in this process",
+			    call, (int)ctx->pid);
+}
+
 const char *pm_ctx_last_error(struct pm_ctx *ctx)
 {
 	return ctx ? ctx->err : "no context";
@@ -154,6 +168,7 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 		return -ENOMEM;
 	ctx->sys = sys;
 	ctx->dev_fd = -1;
+	ctx->pid = getpid();
 	pthread_mutex_init(&ctx->lock, NULL);
 	v = sysconf(_SC_PAGESIZE);
 	ctx->page_size = v > 0 ? (size_t)v : 4096;
@@ -211,6 +226,18 @@ void pm_close(struct pm_ctx *ctx)
 
 	if (!ctx)
 		return;
+	if (pm_ctx_forked(ctx)) {
+		/* the parent's pins, registrations and threads are not ours to undo */
+		while ((b = ctx->bufs)) {
+			ctx->bufs = b->next;
+			pm_buf_forget(b);
+		}
+		if (ctx->dev_fd >= 0)
+			close(ctx->dev_fd);	/* this process's copy of the fd only */
+		pthread_mutex_destroy(&ctx->lock);
+		free(ctx);
+		return;
+	}
 	while ((b = ctx->bufs)) {
 		ctx->bufs = b->next;
 		pm_buf_release(b);

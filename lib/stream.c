@@ -780,6 +780,16 @@ static void slot_free(struct pm_stream *s, struct slot *sl)
 	pthread_cond_broadcast(&s->reader_cv);
 }
 
+/* -ECHILD (sentence in pm_stream_error) in a process forked after the stream's context was opened. */
+static int owner_check(struct pm_stream *s, const char *call)
+{
+	int ret = pm_ctx_check_owner(s->ctx, call);
+
+	if (ret)
+		snprintf(s->err, sizeof(s->err), "%s", pm_ctx_last_error(s->ctx));
+	return ret;
+}
+
 int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 {
 	uint64_t t0 = now_ns();
@@ -787,6 +797,9 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	int ret = 0;
 
 	*batch = NULL;
+	ret = owner_check(s, "pm_stream_next");
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		if (s->sticky_err) {
@@ -883,6 +896,8 @@ int pm_stream_release(struct pm_stream *s, struct pm_batch *batch)
 {
 	struct slot *sl;
 
+	if (owner_check(s, "pm_stream_release"))
+		return -ECHILD;
 	pthread_mutex_lock(&s->lock);
 	sl = held_slot(s, batch);
 	if (sl) {
@@ -897,8 +912,10 @@ int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch, void *cuda
 {
 	struct slot *sl;
 	uint64_t ev = 0;
-	int ret = 0;
+	int ret = owner_check(s, "pm_stream_batch_wait");
 
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	sl = held_slot(s, batch);
 	if (!sl)
@@ -919,8 +936,10 @@ int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda
 {
 	struct slot *sl;
 	uint64_t ev = 0;
-	int ret;
+	int ret = owner_check(s, "pm_stream_release_on");
 
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	sl = held_slot(s, batch);
 	pthread_mutex_unlock(&s->lock);
@@ -1099,6 +1118,9 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	int ret;
 
 	*sp = NULL;
+	ret = pm_ctx_check_owner(ctx, "pm_stream_create");
+	if (ret)
+		return ret;
 	if (!m || !m->n)
 		return pm_ctx_error(ctx, -EINVAL, "the manifest has no items");
 	s = calloc(1, sizeof(*s));
@@ -1231,9 +1253,13 @@ static void drain_event(struct pm_stream *s, uint64_t ev)
 
 void pm_stream_destroy(struct pm_stream *s)
 {
+	bool forked;
+
 	if (!s)
 		return;
-	if (s->thread_started) {
+	/* in a forked child the reader thread, the slots and the events are the parent's */
+	forked = pm_ctx_forked(s->ctx);
+	if (s->thread_started && !forked) {
 		pthread_mutex_lock(&s->lock);
 		set_stop(s);
 		pthread_cond_broadcast(&s->reader_cv);
@@ -1244,15 +1270,17 @@ void pm_stream_destroy(struct pm_stream *s)
 		struct slot *sl = &s->slots[i];
 
 		/* the copy and the consumer's work may read the slot until then */
-		drain_event(s, sl->ev);
-		drain_event(s, sl->rel_ev);
-		if (sl->b.dev)
-			pm_dev_free(s->ctx, sl->b.dev);
+		if (!forked) {
+			drain_event(s, sl->ev);
+			drain_event(s, sl->rel_ev);
+			if (sl->b.dev)
+				pm_dev_free(s->ctx, sl->b.dev);
+		}
 		free(sl->items);
 		free(sl->place);
 	}
 	/* a ring that failed with reads in flight keeps its buffer: never reuse it */
-	if (s->buf && !s->reader_err)
+	if (s->buf && !s->reader_err && !forked)
 		pm_buf_free(s->ctx, s->buf);
 	for (uint32_t i = 0; s->files && i < s->nfiles; i++)
 		if (s->files[i].fd >= 0)
@@ -1263,8 +1291,11 @@ void pm_stream_destroy(struct pm_stream *s)
 	free(s->align);
 	free(s->slots);
 	free(s->reads);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->reader_cv);
-	pthread_cond_destroy(&s->consumer_cv);
+	/* a child's copies may list the parent's waiters: destroying them would block */
+	if (!forked) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->reader_cv);
+		pthread_cond_destroy(&s->consumer_cv);
+	}
 	free(s);
 }
