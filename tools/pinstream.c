@@ -99,18 +99,53 @@ const char *ps_bytes(uint64_t bytes, char *buf, size_t len)
 	return pctl_format_size(bytes, buf, len);
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), 0 when s does not start one. */
+static int utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		/* no overlong forms (e0 80-9f) and no surrogates (ed a0-bf) */
+		if ((s[1] & 0xc0) != 0x80 || (s[0] == 0xe0 && s[1] < 0xa0) ||
+		    (s[0] == 0xed && s[1] > 0x9f))
+			return 0;
+		return (s[2] & 0xc0) == 0x80 ? 3 : 0;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		/* no overlong forms (f0 80-8f), nothing past U+10FFFF (f4 90-) */
+		if ((s[1] & 0xc0) != 0x80 || (s[0] == 0xf0 && s[1] < 0x90) ||
+		    (s[0] == 0xf4 && s[1] > 0x8f))
+			return 0;
+		return (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
+	}
+	return 0;
+}
+
+/*
+ * Paths are bytes, JSON is UTF-8: a byte that is not part of valid UTF-8 is
+ * written as \udcXX, Python's surrogateescape, so os.fsencode() of the
+ * parsed string gives the path's bytes back.
+ */
 void ps_json_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *p = (const unsigned char *)s;
 
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
+	fputc('"', f);
+	while (*p) {
+		int n = utf8_len(p);
+
+		if (!n) {
+			fprintf(f, "\\udc%02x", *p++);
+		} else if (*p == '"' || *p == '\\') {
+			fprintf(f, "\\%c", *p++);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+		} else {
+			fwrite(p, 1, (size_t)n, f);
+			p += n;
+		}
 	}
 	fputc('"', f);
 }
@@ -129,9 +164,18 @@ struct pm_manifest *ps_load_items(const struct ps_args *a)
 		ret = pm_manifest_load(m, a->manifest, err, sizeof(err));
 	} else {
 		ret = 0;
-		for (int i = 0; i < a->nfiles && !ret; i++)
+		for (int i = 0; i < a->nfiles && !ret; i++) {
+			size_t before = pm_manifest_count(m);
+
 			ret = pm_manifest_add_file(m, a->files[i], a->item_bytes, err,
 						   sizeof(err));
+			if (!ret && pm_manifest_count(m) == before)
+				ps_err("%s: empty file, no items; going on", a->files[i]);
+		}
+		if (!ret && !pm_manifest_count(m)) {
+			snprintf(err, sizeof(err), "no items: every file is empty");
+			ret = -EINVAL;
+		}
 	}
 	if (ret) {
 		ps_err("%s", err);
