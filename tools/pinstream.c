@@ -22,6 +22,7 @@ static const char usage_text[] =
 "       pinstream [OPTIONS] --manifest FILE\n"
 "       pinstream --compare [OPTIONS] FILE... | --manifest FILE\n"
 "       pinstream --make-dataset DIR --size SIZE [--files N] [--seed N]\n"
+"       pinstream --make-dataset DIR --files N --item-size MIN-MAX [--seed N]\n"
 "\n"
 "Streams dataset items with io_uring straight into pinned batch slots, copies\n"
 "each batch to the device and recycles the slot; prints throughput and where\n"
@@ -63,6 +64,8 @@ static const char usage_text[] =
 "                        unaligned items with crc32c)\n"
 "  --size SIZE           dataset size, e.g. 2G\n"
 "  --files N             dataset files [8]\n"
+"  --item-size MIN-MAX   instead of --size: N files of one item each, sizes\n"
+"                        uniform in MIN-MAX (e.g. 1K-32K, ImageNet-like)\n"
 "  -h, --help            this text;  --version  the version\n"
 "\n"
 "SIZE takes K, M, G, T suffixes (binary).  Exit status: 0 done, 1 the stream\n"
@@ -210,7 +213,7 @@ enum {
 	OPT_PIN, OPT_EPOCHS, OPT_SHUFFLE, OPT_SEED, OPT_RANK, OPT_WORLD,
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY,
-	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_VERSION,
+	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_ITEM_SIZE, OPT_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -242,6 +245,7 @@ static const struct option longopts[] = {
 	{ "make-dataset", required_argument, NULL, OPT_MAKE_DATASET },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "files", required_argument, NULL, OPT_FILES },
+	{ "item-size", required_argument, NULL, OPT_ITEM_SIZE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -301,6 +305,27 @@ static int num_arg(int c, const char *arg, uint64_t min, uint64_t max, uint64_t 
 		snprintf(why, sizeof(why), "must be between %llu and %llu",
 			 (unsigned long long)min, (unsigned long long)max);
 		return bad(c, arg, why);
+	}
+	return 0;
+}
+
+/* "MIN-MAX" sizes, 1 <= MIN <= MAX <= 1 GiB. */
+static int range_arg(int c, const char *arg, uint64_t *lo, uint64_t *hi)
+{
+	char first[64];
+	const char *dash = strchr(arg, '-');
+
+	if (!dash || (size_t)(dash - arg) >= sizeof(first)) {
+		ps_err("--item-size '%s': expected MIN-MAX, e.g. 1K-32K", arg);
+		return -EINVAL;
+	}
+	memcpy(first, arg, (size_t)(dash - arg));
+	first[dash - arg] = 0;
+	if (size_arg(c, first, 1, 1ULL << 30, lo) || size_arg(c, dash + 1, 1, 1ULL << 30, hi))
+		return -EINVAL;
+	if (*lo > *hi) {
+		ps_err("--item-size '%s': MIN is above MAX", arg);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -416,7 +441,10 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 			a->size_set = true;
 			break;
 		case OPT_FILES:
-			ret = u32_arg(c, arg, 1, 100000, &a->dataset_files);
+			ret = u32_arg(c, arg, 1, 10000000, &a->dataset_files);
+			break;
+		case OPT_ITEM_SIZE:
+			ret = range_arg(c, arg, &a->item_min, &a->item_max);
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -440,15 +468,19 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	a->nfiles = argc - optind;
 
 	if (a->make_dataset) {
-		if (!a->size_set) {
-			ps_err("--make-dataset needs --size (see --help)");
+		if (a->size_set == !!a->item_max) {
+			ps_err("--make-dataset needs --size or --item-size, not both (see --help)");
 			return -EINVAL;
 		}
 		if (a->nfiles || a->manifest || a->compare) {
 			ps_err("--make-dataset takes no items, --manifest or --compare");
 			return -EINVAL;
 		}
-		if (a->dataset_files > a->size / 4096) {
+		if (a->size_set && a->dataset_files > 100000) {
+			ps_err("--files %u: at most 100000 with --size", a->dataset_files);
+			return -EINVAL;
+		}
+		if (a->size_set && a->dataset_files > a->size / 4096) {
 			ps_err("--files %u: more files than 4 KiB blocks in --size",
 			       a->dataset_files);
 			return -EINVAL;

@@ -76,6 +76,10 @@ usage --make-dataset "$work/d" --size 1X
 usage --make-dataset "$work/d" --size 8K --files 3
 usage --make-dataset "$work/d" --size 1M "$f"
 usage --size 1M "$f"
+usage --make-dataset "$work/d" --item-size 4K
+usage --make-dataset "$work/d" --item-size 8K-4K
+usage --make-dataset "$work/d" --item-size 0-4K
+usage --make-dataset "$work/d" --size 1M --item-size 1K-4K
 usage --json
 
 expect 0 'Examples:' --help
@@ -123,6 +127,12 @@ fi
 expect 0 '"items":[0-9]+' "$work"/d/data-*.bin --item-bytes 64K --rank 1 --world-size 3 --json
 expect 0 '\(d\) pinmem O_DIRECT io_uring +cold' --compare --cold-only "$work"/d/data-*.bin
 expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/manifest.txt"
+# small files, one item each: more files than the open-files limit stream (opened as read)
+expect 0 'wrote 300 files, .*, 300 items' --make-dataset "$work/s" --files 300 --item-size 1K-8K
+n=$((n + 1))
+(ulimit -n 64; timeout 120 "$bin" --manifest "$work/s/manifest.txt" --json --no-progress) >"$work/out" 2>&1 ||
+	fail "300 small files under ulimit -n 64: $(cat "$work/out")"
+grep -q '"items":300,' "$work/out" || fail "300 small files: not 300 items: $(cat "$work/out")"
 # one flipped byte: the crc32c check names the item
 printf 'X' | dd of="$work/d/data-0001.bin" bs=1 seek=1000 conv=notrunc 2>/dev/null
 expect 1 'item [0-9]+ \(.*data-0001\.bin offset 0 length [0-9]+\): crc32c [0-9a-f]{8}, the manifest says' \
