@@ -107,6 +107,7 @@ typedef struct {
 	bool closing;
 	bool ended;
 	int dev_id;		/* CUDA device of dev views, -1 when none */
+	bool views_on_dev;	/* Batch.views are of the device copy */
 } PmStream;
 
 typedef struct PmBatch {

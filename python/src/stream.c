@@ -48,21 +48,22 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	static char *kwlist[] = { "ctx", "manifest", "slots", "prefetch", "batch_bytes",
 				  "batch_items", "qd", "chunk_bytes", "epochs", "direct",
 				  "on_error", "order", "shuffle", "no_crc", "seed", "rank",
-				  "world_size", "shard_pad", "pin", "cuda_device", NULL };
+				  "world_size", "shard_pad", "pin", "cuda_device",
+				  "views_on_device", NULL };
 	PyObject *direct = NULL, *on_error = NULL, *order = NULL, *pad = NULL, *pin = NULL;
 	PmContext *ctx;
 	PmManifest *m;
 	struct pm_stream_opts o;
-	int shuffle = 0, no_crc = 0, d = 0, e = 0, ord = 0, p = 0, pm = 0, dev = -1, r;
+	int shuffle = 0, no_crc = 0, d = 0, e = 0, ord = 0, p = 0, pm = 0, dev = -1, on_dev = 0, r;
 	unsigned long long batch_bytes = 0, seed = 0;
 
 	pm_stream_opts_init(&o);
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUi", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUip", kwlist,
 					 &PmContext_Type, &ctx, &PmManifest_Type, &m,
 					 &o.slots, &o.prefetch, &batch_bytes, &o.batch_items,
 					 &o.qd, &o.chunk_bytes, &o.epochs, &direct, &on_error,
 					 &order, &shuffle, &no_crc, &seed, &o.rank,
-					 &o.world_size, &pad, &pin, &dev))
+					 &o.world_size, &pad, &pin, &dev, &on_dev))
 		return -1;
 	if (self->s) {
 		PyErr_SetString(PyExc_RuntimeError, "pinmem: Stream is already open");
@@ -102,6 +103,7 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	self->manifest = (PmManifest *)Py_NewRef(m);
 	self->pid = getpid();
 	self->dev_id = dev;
+	self->views_on_dev = on_dev;
 	return 0;
 }
 
@@ -394,6 +396,27 @@ static PyObject *batch_items(PmBatch *self, void *unused)
 	return l;
 }
 
+static PyObject *batch_views(PmBatch *self, void *unused)
+{
+	PyObject *l;
+	uint32_t i;
+
+	if (batch_live(self))
+		return NULL;
+	l = PyList_New(self->b->nitems);
+	for (i = 0; l && i < self->b->nitems; i++) {
+		PyObject *v = make_view(self, self->b->items[i].slot_offset,
+					self->b->items[i].length, self->stream->views_on_dev);
+
+		if (!v) {
+			Py_CLEAR(l);
+			break;
+		}
+		PyList_SET_ITEM(l, i, v);
+	}
+	return l;
+}
+
 #define BATCH_U64(field, doc) \
 	static PyObject *batch_##field(PmBatch *self, void *unused) \
 	{ return PyLong_FromUnsignedLongLong(self->b->field); }
@@ -434,6 +457,9 @@ static PyGetSetDef batch_getset[] = {
 	{ "host", (getter)batch_host, NULL, "The slot's used bytes (pinned host memory), a Buffer.", NULL },
 	{ "dev", (getter)batch_dev, NULL, "The device copy, a Buffer, or None without a copy backend.", NULL },
 	{ "released", (getter)batch_released, NULL, "True once released.", NULL },
+	{ "views", (getter)batch_views, NULL,
+	  "Every item as a uint8 Buffer: of the device copy when the stream has a device, else\n"
+	  "of the pinned slot.  torch.from_dlpack(v) and numpy.from_dlpack(v) view them without a copy.", NULL },
 	{ NULL },
 };
 
