@@ -64,6 +64,7 @@ class Stream:
     def __init__(self, source, *, batch_bytes=0, batch_items=0, shuffle=False,
                  seed=0, epochs=1, rank=None, world_size=None, device=None,
                  item_bytes=0, ctx=None, module="auto", **opts):
+        backend, cuda_device, on_dev = _device(device)
         if isinstance(source, _pinmem.Manifest):
             self.manifest = source
         else:
@@ -77,7 +78,6 @@ class Stream:
             rank = _dist_default("rank", "RANK", lambda d: d.get_rank())
         if world_size is None:
             world_size = _dist_default("world_size", "WORLD_SIZE", lambda d: d.get_world_size())
-        backend, cuda_device, on_dev = _device(device)
         self._own_ctx = ctx is None
         self.ctx = ctx if ctx is not None else _pinmem.Context(
             module=module, backend=backend, cuda_device=cuda_device)
@@ -108,13 +108,17 @@ class Stream:
         return self._s
 
     def __iter__(self):
-        s = self._open()
-        while True:
-            b = s.next()
-            if b is None:
-                return
-            self._delivered += 1
-            yield b
+        self._open()
+        return self
+
+    def __next__(self):
+        """The next Batch; StopIteration at the end.  After a pinmem.Error (a failed
+        batch with on_error="stop", every slot held) the stream can be asked again."""
+        b = self._open().next()
+        if b is None:
+            raise StopIteration
+        self._delivered += 1
+        return b
 
     def state_dict(self):
         """Where the consumer is: the number of batches taken so far, and what makes the order."""

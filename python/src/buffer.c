@@ -37,10 +37,37 @@ static int check_live(PmBuffer *self)
 	return 0;
 }
 
+int pmpy_shape(PyObject *shape, Py_ssize_t *dims, int *ndim, Py_ssize_t *count)
+{
+	Py_ssize_t n = 1, d, i;
+
+	if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > PMPY_MAXDIM) {
+		PyErr_Format(PyExc_ValueError, "pinmem: shape must be a tuple of at most %d ints",
+			     PMPY_MAXDIM);
+		return -1;
+	}
+	*ndim = (int)PyTuple_GET_SIZE(shape);
+	for (i = 0; i < *ndim; i++) {
+		d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+		if (d == -1 && PyErr_Occurred())
+			return -1;
+		/* Bounded so that count times any element size fits. */
+		if (d < 0 || (d && n > PY_SSIZE_T_MAX / 8 / d)) {
+			PyErr_Format(PyExc_ValueError, "pinmem: bad shape %R", shape);
+			return -1;
+		}
+		dims[i] = d;
+		n *= d;
+	}
+	*count = n;
+	return 0;
+}
+
 int pmpy_set_layout(PmBuffer *v, PyObject *shape, const struct pmpy_dtype *dt,
 		    bool exact)
 {
-	Py_ssize_t isz = dt->bits / 8, n = 1, d, i;
+	Py_ssize_t isz = dt->bits / 8, n, d;
+	int i;
 
 	v->dtype = dt;
 	if (!shape || shape == Py_None) {
@@ -54,23 +81,8 @@ int pmpy_set_layout(PmBuffer *v, PyObject *shape, const struct pmpy_dtype *dt,
 		v->strides[0] = isz;
 		return 0;
 	}
-	if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > PMPY_MAXDIM) {
-		PyErr_Format(PyExc_ValueError, "pinmem: shape must be a tuple of at most %d ints",
-			     PMPY_MAXDIM);
+	if (pmpy_shape(shape, v->shape, &v->ndim, &n))
 		return -1;
-	}
-	v->ndim = (int)PyTuple_GET_SIZE(shape);
-	for (i = 0; i < v->ndim; i++) {
-		d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-		if (d == -1 && PyErr_Occurred())
-			return -1;
-		if (d < 0 || (d && n > PY_SSIZE_T_MAX / 8 / d)) {
-			PyErr_Format(PyExc_ValueError, "pinmem: bad shape %R", shape);
-			return -1;
-		}
-		v->shape[i] = d;
-		n *= d;
-	}
 	for (i = v->ndim - 1, d = isz; i >= 0; i--) {
 		v->strides[i] = d;
 		d *= v->shape[i] ? v->shape[i] : 1;

@@ -170,33 +170,22 @@ static int buf_opts(PyObject *pin, PyObject *pages, int strict, int reg,
 	return 0;
 }
 
-/* Size of shape (an int or a tuple of ints) in elements of dt. */
+/* Bytes of shape (an int or a sequence of ints) in elements of dt; *tuple is the shape as a tuple. */
 static int shape_bytes(PyObject *shape, const struct pmpy_dtype *dt, Py_ssize_t *nbytes,
 		       PyObject **tuple)
 {
-	Py_ssize_t i, n = 1, d;
+	Py_ssize_t dims[PMPY_MAXDIM], n;
+	int ndim;
 
-	if (PyLong_Check(shape))
-		*tuple = Py_BuildValue("(O)", shape);
-	else
-		*tuple = PySequence_Tuple(shape);
+	*tuple = PyLong_Check(shape) ? Py_BuildValue("(O)", shape) : PySequence_Tuple(shape);
 	if (!*tuple)
 		return -1;
-	for (i = 0; i < PyTuple_GET_SIZE(*tuple); i++) {
-		d = PyLong_AsSsize_t(PyTuple_GET_ITEM(*tuple, i));
-		if (d == -1 && PyErr_Occurred())
-			goto fail;
-		if (d < 0 || (d && n > PY_SSIZE_T_MAX / 8 / d)) {
-			PyErr_Format(PyExc_ValueError, "pinmem: bad shape %R", shape);
-			goto fail;
-		}
-		n *= d;
+	if (pmpy_shape(*tuple, dims, &ndim, &n)) {
+		Py_CLEAR(*tuple);
+		return -1;
 	}
 	*nbytes = n * (dt->bits / 8);
 	return 0;
-fail:
-	Py_CLEAR(*tuple);
-	return -1;
 }
 
 static PmBuffer *new_owner(PmContext *self, struct pm_buf *buf, void *ptr, Py_ssize_t nbytes)

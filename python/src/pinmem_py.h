@@ -131,6 +131,8 @@ void pmpy_ctx_use(PmContext *c);
 /* A C-contiguous view of len bytes at ptr, kept alive by base. */
 PmBuffer *pmpy_view(PyObject *base, struct PmBatch *batch, char *ptr,
 		    Py_ssize_t nbytes, int dev_type, int dev_id);
+/* Parse shape (a tuple of ints) into dims; *count is their product. */
+int pmpy_shape(PyObject *shape, Py_ssize_t *dims, int *ndim, Py_ssize_t *count);
 /* Set shape (a tuple of ints, or None for 1-D) and dtype of a fresh view; checks they fill nbytes exactly when exact. */
 int pmpy_set_layout(PmBuffer *v, PyObject *shape, const struct pmpy_dtype *dt,
 		    bool exact);
