@@ -136,7 +136,7 @@ PM_API int pm_open(struct pm_ctx **ctxp, const struct pm_open_opts *opts);
 PM_API void pm_close(struct pm_ctx *ctx);
 /* Describe what the context found.  Any thread. */
 PM_API int pm_ctx_info(struct pm_ctx *ctx, struct pm_ctx_info *info);
-/* Sentence explaining the last failing call on ctx, "" if none; valid until the next failure.  Any thread. */
+/* Sentence explaining this thread's last failing call on ctx, "" if none; valid until this thread's next failure.  Any thread. */
 PM_API const char *pm_ctx_last_error(struct pm_ctx *ctx);
 
 /* Allocate, fault in, pin and register a buffer of >= size bytes (rounded up to pages).  Any thread. */

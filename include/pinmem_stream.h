@@ -91,7 +91,7 @@ PM_API void pm_manifest_destroy(struct pm_manifest *m);
 PM_API int pm_manifest_add(struct pm_manifest *m, const char *path,
 			   uint64_t offset, uint64_t length, bool has_crc32c,
 			   uint32_t crc32c, char *err, size_t errlen);
-/* Append a whole file cut into items of item_bytes (0: one item); -ENOENT etc. for unreadable, -EINVAL for empty files.  One thread. */
+/* Append a whole file cut into items of item_bytes (0: one item); an empty file adds none; -ENOENT etc. for unreadable, -EINVAL for a FIFO, directory or other non-regular file.  One thread. */
 PM_API int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 				uint64_t item_bytes, char *err, size_t errlen);
 /* Append the items of manifest text; name and base_dir are for messages and relative paths.  One thread. */
@@ -125,7 +125,7 @@ enum pm_direct {
 
 /* What a failed batch does to the stream. */
 enum pm_on_error {
-	PM_ON_ERROR_STOP = 0,	/* batches before the failed one arrive (in order), then pm_stream_next returns its error on every call */
+	PM_ON_ERROR_STOP = 0,	/* every batch before the failed one arrives (PM_ORDER_AS_COMPLETED: in any order, and some after it may too), then pm_stream_next returns its error on every call */
 	PM_ON_ERROR_SKIP,	/* the batch is dropped and counted; streaming goes on */
 };
 

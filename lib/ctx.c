@@ -16,15 +16,44 @@
 #include "buf.h"
 #include "ctx.h"
 
+/*
+ * Sentences are kept per thread, like errno: two threads failing on one
+ * context at the same time each read their own, and a reader never races a
+ * writer.  A thread remembers the last few contexts it failed on; a context's
+ * serial (never reused) tells a new context at a freed one's address apart.
+ */
+#define ERR_CTXS 4
+
+struct thread_err {
+	uint64_t serial;
+	char msg[768];		/* room for a backend note (640) and its call */
+};
+
+static __thread struct thread_err thread_errs[ERR_CTXS];
+static __thread unsigned int thread_errs_next;
+
+static struct thread_err *thread_err(const struct pm_ctx *ctx, bool make)
+{
+	struct thread_err *e;
+
+	for (unsigned int i = 0; i < ERR_CTXS; i++)
+		if (thread_errs[i].serial == ctx->serial)
+			return &thread_errs[i];
+	if (!make)
+		return NULL;
+	e = &thread_errs[thread_errs_next++ % ERR_CTXS];
+	e->serial = ctx->serial;
+	return e;
+}
+
 int pm_ctx_error(struct pm_ctx *ctx, int err, const char *fmt, ...)
 {
+	struct thread_err *e = thread_err(ctx, true);
 	va_list ap;
 
-	pthread_mutex_lock(&ctx->lock);
 	va_start(ap, fmt);
-	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	va_end(ap);
-	pthread_mutex_unlock(&ctx->lock);
 	return err;
 }
 
@@ -44,7 +73,12 @@ int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call)
 
 const char *pm_ctx_last_error(struct pm_ctx *ctx)
 {
-	return ctx ? ctx->err : "no context";
+	const struct thread_err *e;
+
+	if (!ctx)
+		return "no context";
+	e = thread_err(ctx, false);
+	return e ? e->msg : "";
 }
 
 static bool read_line(const char *path, char *line, size_t len)
@@ -146,6 +180,9 @@ static const char *backend_names[] = {
 	[PM_BACKEND_CUDA] = "cuda", [PM_BACKEND_NONE] = "none",
 };
 
+/* Context serials, from 1: what a thread's sentences are filed under. */
+static uint64_t ctx_serials;
+
 int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 		const struct pm_sys_ops *sys)
 {
@@ -167,6 +204,7 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 	if (!ctx)
 		return -ENOMEM;
 	ctx->sys = sys;
+	ctx->serial = __atomic_add_fetch(&ctx_serials, 1, __ATOMIC_RELAXED);
 	ctx->dev_fd = -1;
 	ctx->pid = getpid();
 	pthread_mutex_init(&ctx->lock, NULL);
@@ -210,7 +248,7 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 	return 0;
 fail:
 	if (o->errbuf && o->errbuf_len)
-		snprintf(o->errbuf, o->errbuf_len, "%s", ctx->err);
+		snprintf(o->errbuf, o->errbuf_len, "%s", pm_ctx_last_error(ctx));
 	pm_close(ctx);
 	return r;
 }

@@ -47,11 +47,11 @@ struct pm_ctx {
 	unsigned int cpus;
 	pid_t pid;			/* the process that opened it; a forked child may not use it */
 
-	pthread_mutex_t lock;		/* bufs, err */
+	uint64_t serial;		/* unique per pm_open: files each thread's sentence */
+	pthread_mutex_t lock;		/* bufs */
 	struct pm_buf *bufs;		/* live buffers, newest first */
 	char module_note[192];
 	char backend_note[640];
-	char err[768];
 };
 
 /* pm_open with other system calls (tests). */

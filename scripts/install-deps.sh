@@ -6,7 +6,8 @@ set -eu
 
 PKGS="build-essential pkg-config liburing-dev libcmocka-dev sparse kmod \
 	busybox-static cpio qemu-system-x86 fio dkms bc bison flex libelf-dev \
-	libssl-dev dwarves rsync xz-utils python3"
+	libssl-dev dwarves rsync xz-utils python3 \
+	python3-dev python3-setuptools python3-numpy python3-pytest python3-torch"
 KPKGS="linux-image-amd64 linux-headers-amd64"
 
 SUDO=

@@ -29,6 +29,7 @@ struct ps_args {
 	uint64_t size;
 	uint32_t dataset_files;
 	bool size_set;
+	uint64_t item_min, item_max;	/* --item-size A-B: one small file per item */
 };
 
 /* Monotonic seconds. */

@@ -523,6 +523,73 @@ static void test_as_completed(void **state)
 	finish(ctx, m, s);
 }
 
+/*
+ * Stopping on an error, as completed: a batch that fails at once (its item is
+ * past the end of the file) while the batch before it is still reading does
+ * not hide that batch: it arrives, then the error.
+ */
+static void test_stop_as_completed(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	int got = 0, ret;
+
+	add(m, 0, 0, tf[0].size);	/* batch 0: 3 MiB, still reading ... */
+	add(m, 2, 4000, 2000);		/* batch 1: past the end, fails at once */
+	pm_stream_opts_init(&o);
+	o.order = PM_ORDER_AS_COMPLETED;
+	o.batch_items = 1;
+	o.batch_bytes = 4 << 20;
+	for (int round = 0; round < 20; round++) {
+		s = stream_ok(ctx, m, &o);
+		while (!(ret = pm_stream_next(s, &b)) && b) {
+			assert_int_equal(b->seq, 0);
+			check_batch(m, b);
+			pm_stream_release(s, b);
+			got++;
+		}
+		assert_int_equal(ret, -ENODATA);
+		assert_non_null(strstr(pm_stream_error(s), "batch 1, item 1"));
+		assert_int_equal(got, round + 1);
+		assert_int_equal(pm_stream_next(s, &b), -ENODATA);	/* sticky */
+		pm_stream_destroy(s);
+	}
+	finish(ctx, m, NULL);
+}
+
+/* A FIFO in a manifest is refused at create with a sentence, not waited on in open(2). */
+static void test_fifo_refused(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	char fifo[PATH_MAX + 16];
+	int fds = count_fds();
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	unlink(fifo);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	add(m, 0, 0, 1000);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, 10, false, 0, NULL, 0), 0);
+	pm_stream_opts_init(&o);
+	for (int skip = 0; skip < 2; skip++) {
+		o.on_error = skip ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
+		alarm(20);
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+		alarm(0);
+		assert_null(s);
+		assert_non_null(strstr(pm_ctx_last_error(ctx),
+				       "fifo: a FIFO, not a regular file or block device"));
+		assert_int_equal(count_fds(), fds);
+	}
+	unlink(fifo);
+	finish(ctx, m, NULL);
+}
+
 /* A held batch stays intact while every other slot is recycled many times. */
 static void test_held_batch_untouched(void **state)
 {
@@ -923,20 +990,23 @@ static void test_zero_and_too_big(void **state)
 	add(m, 0, 1000, 1000);
 	pm_stream_opts_init(&o);
 	o.batch_bytes = 65536;
-	s = stream_ok(ctx, m, &o);
-	assert_int_equal(pm_stream_next(s, &b), 0);
-	check_batch(m, b);
-	pm_stream_release(s, b);
-	assert_int_equal(pm_stream_next(s, &b), -EFBIG);
-	assert_non_null(strstr(pm_stream_error(s), "length 100000): needs"));
-	assert_non_null(strstr(pm_stream_error(s), "more than a slot (65536 bytes"));
-	pm_stream_destroy(s);
-	o.on_error = PM_ON_ERROR_SKIP;
+	/* found at create, whatever the policy, not when its batch comes up */
+	for (int skip = 0; skip < 2; skip++) {
+		o.on_error = skip ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
+		s = (void *)1;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EFBIG);
+		assert_null(s);
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "item 1 ("));
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "length 100000) needs"));
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "more than a slot (65536 bytes"));
+	}
+	o.batch_bytes = 0;	/* the default slot holds it */
 	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, NULL, NULL);
 	assert_int_equal(pm_stream_stats(s, &st), 0);
-	assert_int_equal(st.items, 2);
-	assert_int_equal(st.failed_items, 1);
+	assert_int_equal(st.items, 3);
+	assert_int_equal(st.failed_items, 0);
+	(void)b;
 	finish(ctx, m, s);
 }
 
@@ -1430,6 +1500,8 @@ int main(void)
 		cmocka_unit_test(test_epochs_shuffle),
 		cmocka_unit_test(test_sharding_exactly_once),
 		cmocka_unit_test(test_as_completed),
+		cmocka_unit_test(test_stop_as_completed),
+		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_held_batch_untouched),
 		cmocka_unit_test(test_all_slots_held),
 		cmocka_unit_test(test_handoff_modes),
