@@ -177,6 +177,7 @@ struct pm_stream_opts {
 	enum pm_pin_mode pin;	/* pin mode asked for the slot buffer [auto] */
 	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
 	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
+	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
 };
 
 /* One item of a delivered batch. */
@@ -239,6 +240,8 @@ struct pm_stream_stats {
 	uint32_t slots;
 	uint64_t slot_bytes;
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
+	int32_t numa_node;	/* NUMA node the slots are on, -1 when not placed */
+	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint64_t total_items;	/* items this rank will see over all epochs */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
 };

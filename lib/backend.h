@@ -60,6 +60,8 @@ struct pm_backend {
 	pthread_mutex_t err_lock;
 	/* Detail of the last failure (e.g. the CUDA error name), "" if none. */
 	char err[160];
+	/* The device's PCI address ("0000:41:00.0"), "" without a device. */
+	char pci_bus_id[32];
 };
 
 /* Set up and tear down the common part (a backend's create and destroy). */

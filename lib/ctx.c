@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "buf.h"
 #include "ctx.h"
+#include "numa.h"
 
 /*
  * Sentences are kept per thread, like errno: two threads failing on one
@@ -242,6 +243,8 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 		goto fail;
 	}
 	ctx->backend_name = ctx->backend ? ctx->backend->ops->name : "none";
+	ctx->gpu_node = pm_numa_gpu_node(sys->root, ctx->backend ? ctx->backend->pci_bus_id : NULL,
+					 ctx->numa_note, sizeof(ctx->numa_note));
 	ctx->uring = probe_uring();
 	probe_pages(ctx);
 	*ctxp = ctx;

@@ -46,12 +46,14 @@ struct pm_ctx {
 	uint64_t hugetlb_page_size, hugetlb_free_pages;
 	unsigned int cpus;
 	pid_t pid;			/* the process that opened it; a forked child may not use it */
+	int gpu_node;			/* NUMA node of the cuda device, -1 unknown or none */
 
 	uint64_t serial;		/* unique per pm_open: files each thread's sentence */
 	pthread_mutex_t lock;		/* bufs */
 	struct pm_buf *bufs;		/* live buffers, newest first */
 	char module_note[192];
 	char backend_note[640];
+	char numa_note[192];		/* why gpu_node is -1, "" otherwise */
 };
 
 /* pm_open with other system calls (tests). */

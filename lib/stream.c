@@ -935,6 +935,8 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
 	st->pin = pm_buf_pin_mode(s->buf);
+	st->numa_node = pm_buf_numa_node(s->buf);
+	st->gpu_numa_node = s->ctx->gpu_node;
 	st->total_items = s->total_items;
 	st->total_bytes = s->total_bytes;
 	pthread_mutex_unlock(&s->lock);
@@ -1135,6 +1137,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	/* huge pages fault, pin and register in a fraction of the time */
 	bo.pages = s->o.pages == PM_PAGES_DEFAULT ? PM_PAGES_THP : s->o.pages;
 	bo.flags = s->o.buf_flags;
+	bo.numa = s->o.numa;
 	ret = pm_buf_alloc(ctx, s->stride * s->nslots, &bo, &s->buf);
 	if (ret)
 		goto fail;	/* pm_buf_alloc said why */

@@ -680,7 +680,11 @@ static void handoff_stream(enum pm_backend_kind be, enum pm_handoff mode)
 	o.slots = 3;
 	o.batch_bytes = 256 << 10;
 	o.handoff = mode;
+	o.numa = mode == PM_HANDOFF_HOST ? PM_NUMA_NODE(0) : PM_NUMA_AUTO;
 	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.gpu_numa_node, -1);	/* no GPU */
+	assert_int_equal(st.numa_node, mode == PM_HANDOFF_HOST ? 0 : -1);
 	while (!pm_stream_next(s, &b) && b) {
 		assert_int_equal(pm_stream_batch_wait(s, b, &fake_stream), 0);
 		if (mode == PM_HANDOFF_HOST || be == PM_BACKEND_NONE)
