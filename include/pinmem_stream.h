@@ -30,7 +30,9 @@
  *                      batch->dev completed; any stream may read it.
  *   PM_HANDOFF_QUEUED  a batch is delivered as soon as its copy is queued;
  *                      order GPU work after it with pm_stream_batch_wait()
- *                      (cudaStreamWaitEvent on the copy's event).
+ *                      (cudaStreamWaitEvent on the copy's event).  A copy
+ *                      that fails after delivery stops the stream: the next
+ *                      pm_stream_next returns its error.
  *   PM_HANDOFF_HOST    no device buffers (batch->dev is NULL); the slots are
  *                      pinned and registered, the consumer copies from
  *                      batch->host on its own stream.

@@ -175,12 +175,34 @@ static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
 /* --- reader thread --- */
 
 /* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
-static bool event_passed(struct pm_stream *s, uint64_t *ev)
+/*
+ * A copy that failed after its batch was handed over (PM_HANDOFF_QUEUED: the
+ * consumer never waited for it) stops the stream with its error, so bad
+ * bytes never pass unreported (s->lock held).
+ */
+static void copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
 {
+	if (s->o.handoff != PM_HANDOFF_QUEUED || s->sticky_err)
+		return;
+	s->sticky_err = err;
+	s->halt = true;
+	snprintf(s->err, sizeof(s->err),
+		 "batch %llu: its copy to the device failed after it was handed over (PM_HANDOFF_QUEUED): %s",
+		 (unsigned long long)sl->b.seq, pm_ctx_last_error(s->ctx));
+	pthread_cond_broadcast(&s->consumer_cv);
+}
+
+static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
+{
+	int r;
+
 	if (!*ev)
 		return true;
-	if (pm_event_query(s->ctx, *ev) == 0)
+	r = pm_event_query(s->ctx, *ev);
+	if (!r)
 		return false;
+	if (r < 0 && ev == &sl->ev)
+		copy_failed_late(s, sl, r);
 	pm_event_release(s->ctx, *ev);
 	*ev = 0;
 	return true;
@@ -195,8 +217,8 @@ static struct slot *free_slot(struct pm_stream *s)
 
 		if (sl->state != SLOT_FREE)
 			continue;
-		if (event_passed(s, &sl->ev) &&
-		    (s->copies || event_passed(s, &sl->rel_ev)))
+		if (event_passed(s, sl, &sl->ev) &&
+		    (s->copies || event_passed(s, sl, &sl->rel_ev)))
 			return sl;
 		s->slot_pending = true;
 	}
@@ -541,12 +563,17 @@ static void poll_copies(struct pm_stream *s)
 
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		struct slot *sl = &s->slots[i];
+		int r;
 
-		if (sl->state == SLOT_COPYING && !sl->copy_done &&
-		    pm_event_query(s->ctx, sl->ev) != 0) {
+		if (sl->state != SLOT_COPYING || sl->copy_done)
+			continue;
+		r = pm_event_query(s->ctx, sl->ev);
+		if (r) {
 			sl->copy_done = true;
 			pm_hist_add(&s->copy_hist, t - sl->t_copy0);
 		}
+		if (r < 0)
+			copy_failed_late(s, sl, r);
 	}
 }
 

@@ -1465,6 +1465,49 @@ static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
 }
 
 /*
+ * PM_HANDOFF_QUEUED hands a batch over before its copy finished: a copy that
+ * fails later (an asynchronous CUDA error, seen by cudaEventQuery) stops the
+ * stream with that error instead of passing unnoticed.
+ */
+static void test_cuda_queued_copy_fails_late(void **state)
+{
+	struct pm_manifest *m = random_items(200, 29, 40000);
+	cudastub_fail_fn *fail_call;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct stub st;
+	int ret, n = 0;
+
+	stub_open(&st, 1);
+	*(void **)&fail_call = dlsym(st.h, "cudastub_fail");
+	assert_non_null(fail_call);
+	ctx = stub_ctx(0);
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 64 << 10;
+	o.handoff = PM_HANDOFF_QUEUED;
+	s = stream_ok(ctx, m, &o);
+	for (int k = 0; k < 8; k++)	/* from the 3rd query on, every one fails */
+		fail_call("cudaEventQuery", 3 + k, cudaErrorIllegalAddress);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	assert_int_equal(ret, -EIO);
+	assert_non_null(strstr(pm_stream_error(s), "failed after it was handed over"));
+	assert_non_null(strstr(pm_stream_error(s), "cudaErrorIllegalAddress"));
+	assert_int_equal(pm_stream_next(s, &b), -EIO);	/* sticky */
+	print_message("copy failure reported after %d batches\n", n);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
  * Release against the consumer's stream: zero overwritten reads in every
  * hand-off mode.  A plain release in the same loop lets the next copy (or,
  * in HOST mode, the next read) overwrite batches the kernel has not read
@@ -1524,6 +1567,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_stub),
 		cmocka_unit_test(test_cuda_device1),
 		cmocka_unit_test(test_cuda_consumer_race),
+		cmocka_unit_test(test_cuda_queued_copy_fails_late),
 #endif
 	};
 
