@@ -99,7 +99,9 @@ struct pm_ctx_info {
 	uint64_t hugetlb_free_pages;
 	uint32_t page_size;
 	uint32_t pad;
-	uint64_t reserved[4];		/* zero */
+	int32_t cuda_device;		/* the CUDA device of a cuda backend, -1 otherwise */
+	int32_t gpu_numa_node;		/* its NUMA node, -1 when unknown or no GPU */
+	uint64_t reserved[3];		/* zero */
 };
 
 /* pm_buf_opts.flags */

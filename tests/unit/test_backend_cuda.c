@@ -135,6 +135,8 @@ static void auto_without_gpu_uses_host(void **state)
 	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
+	assert_int_equal(in.cuda_device, -1);
+	assert_int_equal(in.gpu_numa_node, -1);
 	snprintf(note, sizeof(note),
 		 "no CUDA device (device 0 asked for); no NVIDIA GPU here (no entries in %s/proc/driver/nvidia/gpus, no %s/dev/nvidia0), so copies go to host memory",
 		 root, root);
@@ -382,6 +384,13 @@ static void numa_placement(void **state)
 	put(root, "/sys/bus/pci/devices/0000:42:00.0/numa_node", "0\n");
 	put(root, "/sys/devices/system/node/node0/cpulist", "0\n");
 	assert_int_equal(pm_open_sys(&ctx, &o, &ops), 0);
+	{
+		struct pm_ctx_info in;
+
+		assert_int_equal(pm_ctx_info(ctx, &in), 0);
+		assert_int_equal(in.cuda_device, 1);
+		assert_int_equal(in.gpu_numa_node, 0);
+	}
 	assert_int_equal(pm_buf_alloc(ctx, 4 * MiB, NULL, &b), 0);
 	assert_int_equal(pm_buf_numa_node(b), 0);
 	assert_int_equal(pm_buf_free(ctx, b), 0);
