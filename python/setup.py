@@ -19,7 +19,8 @@ with open(os.path.join(root, "include", "pinmem_stream.h")) as f:
 ext = Extension(
     "pinmem._pinmem",
     sources=sorted(glob.glob(os.path.join("src", "*.c"))),
-    depends=sorted(glob.glob(os.path.join("src", "*.h"))),
+    depends=sorted(glob.glob(os.path.join("src", "*.h"))) + [
+        os.path.join(root, "include", "uapi", "pinmem.h")],
     include_dirs=[os.path.join(root, "include")],
     define_macros=[("PMPY_HAVE_RELEASE_ON", "1" if have_release_on else "0")],
     extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wshadow",

@@ -92,6 +92,10 @@ static PyObject *crc32c(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+	{ "module_stats", (PyCFunction)(void (*)(void))pmpy_module_stats, METH_VARARGS | METH_KEYWORDS,
+	  "module_stats(device='/dev/pinmem') -> dict: the module's STATS ioctl: uid, and for\n"
+	  "'global' and 'user' pinned_bytes, limit_bytes, peak_bytes, regions, pins, unpins and\n"
+	  "refusals by budget; 'unlimited' is the limit value meaning none.  OSError without the module." },
 	{ "pin_mode_name", pin_mode_name, METH_O, "Name of a pin mode number." },
 	{ "crc32c", crc32c, METH_VARARGS,
 	  "crc32c(data, crc=0) -> int: crc32c (Castagnoli) as manifests give it." },

@@ -137,6 +137,8 @@ int pmpy_shape(PyObject *shape, Py_ssize_t *dims, int *ndim, Py_ssize_t *count);
 int pmpy_set_layout(PmBuffer *v, PyObject *shape, const struct pmpy_dtype *dt,
 		    bool exact);
 void pmpy_stream_batch_gone(PmStream *st);
+/* pinmem.module_stats(device=...). */
+PyObject *pmpy_module_stats(PyObject *self, PyObject *args, PyObject *kw);
 /* Index of obj (a str) in names, or -1 with ValueError naming what. */
 int pmpy_choice(PyObject *obj, const char *const *names, const char *what);
 
