@@ -27,10 +27,10 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* open(O_RDONLY), or -errno with "path: reason" in err. */
-static int open_ro(const char *path, char *err, size_t errlen)
+/* open(O_RDONLY | flags), or -errno with "path: reason" in err. */
+static int open_ro(const char *path, int flags, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
 
 	if (fd < 0) {
 		fd = -errno;
@@ -206,7 +206,8 @@ int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 	uint64_t off, size;
 	int fd, ret;
 
-	fd = open_ro(path, err, errlen);
+	/* O_NONBLOCK: opening a FIFO with no writer would wait forever */
+	fd = open_ro(path, O_NONBLOCK, err, errlen);
 	if (fd < 0)
 		return fd;
 	ret = fstat(fd, &st) ? -errno : 0;
@@ -221,14 +222,14 @@ int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 	if (S_ISBLK(st.st_mode)) {
 		off_t end;
 
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		end = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
 		if (fd >= 0)
 			close(fd);
 		size = end > 0 ? (uint64_t)end : 0;
 	}
 	if (!size)
-		return fail(err, errlen, "%s: empty file, no items", path);
+		return 0;	/* no bytes, no items: the caller tells by the count */
 	if (!item_bytes)
 		item_bytes = size;
 	for (off = 0; off < size; off += item_bytes) {
@@ -475,7 +476,7 @@ int pm_manifest_load(struct pm_manifest *m, const char *path, char *err,
 	size_t len = 0, cap = 0;
 	int fd, ret;
 
-	fd = open_ro(path, err, errlen);
+	fd = open_ro(path, 0, err, errlen);
 	if (fd < 0)
 		return fd;
 	for (;;) {

@@ -470,8 +470,11 @@ class _Iter:
         while True:
             self._fill()
             if self._rcvd_idx in self._ready:
-                slot, layout = self._ready.pop(self._rcvd_idx)
+                ready = self._ready.pop(self._rcvd_idx)
                 self._rcvd_idx += 1
+                if isinstance(ready, _ExceptionWrapper):
+                    ready.reraise()      # in batch order, as DataLoader does
+                slot, layout = ready
                 return self._deliver(slot, layout)
             if self._exhausted and not self._outstanding and not self._ready:
                 raise StopIteration
@@ -486,10 +489,12 @@ class _Iter:
                     "keep, or pass a larger slots=" % self.ring.slots)
             idx, slot, layout, err = self._receive()
             if err is not None:
-                if idx is not None:
-                    self._outstanding.pop(idx, None)
-                    self.ring.free.append(slot)
-                err.reraise()
+                if idx is None:
+                    err.reraise()        # worker_init_fn: no batch to wait for
+                self._outstanding.pop(idx, None)
+                self.ring.free.append(slot)
+                self._ready[idx] = err   # batches before it are delivered first
+                continue
             self._outstanding.pop(idx)
             self._ready[idx] = (slot, layout)
 

@@ -168,10 +168,12 @@ def test_worker_exception_is_raised_with_its_traceback():
             return super().__getitem__(i)
     loader = pt.DataLoader(Bad(), batch_size=4, num_workers=2, module=MODULE_MODE)
     base = pinned_bytes()
+    seen = []
     with pytest.raises(ValueError) as e:
         for batch in loader:
-            pass
-    del batch                                        # the last batch before the error views the ring
+            seen.append(batch[0].shape[0])
+            del batch                                # a batch views the ring
+    assert seen == [4, 4, 4]                         # batches 0-2 arrive before batch 3's error
     msg = str(e.value)
     assert "sample 13 is corrupt" in msg and "Traceback" in msg and "in __getitem__" in msg
     assert "pinmem.torch worker" in msg
