@@ -136,8 +136,7 @@ PyMODINIT_FUNC PyInit__pinmem(void)
 	    PyModule_AddIntConstant(m, "PIN_AUTO", PM_PIN_AUTO) ||
 	    PyModule_AddIntConstant(m, "PIN_MODULE", PM_PIN_MODULE) ||
 	    PyModule_AddIntConstant(m, "PIN_MLOCK", PM_PIN_MLOCK) ||
-	    PyModule_AddIntConstant(m, "PIN_NONE", PM_PIN_NONE) ||
-	    PyModule_AddIntConstant(m, "HAVE_RELEASE_ON", PMPY_HAVE_RELEASE_ON)) {
+	    PyModule_AddIntConstant(m, "PIN_NONE", PM_PIN_NONE)) {
 		Py_DECREF(m);
 		return NULL;
 	}
