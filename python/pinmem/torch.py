@@ -363,6 +363,7 @@ class _Iter:
         self._rcvd_idx = 0          # next batch to yield
         self._outstanding = {}      # batch_idx -> slot, sent but not back
         self._ready = {}            # batch_idx -> (slot, layout) back, not yet yielded
+        self._errors = {}           # batch_idx -> _ExceptionWrapper, raised in batch order
         self._exhausted = False
         self._worker_rr = 0
 
@@ -469,14 +470,14 @@ class _Iter:
     def _next(self):
         while True:
             self._fill()
-            if self._rcvd_idx in self._ready:
-                ready = self._ready.pop(self._rcvd_idx)
+            if self._rcvd_idx in self._errors:
                 self._rcvd_idx += 1
-                if isinstance(ready, _ExceptionWrapper):
-                    ready.reraise()      # in batch order, as DataLoader does
-                slot, layout = ready
+                self._errors.pop(self._rcvd_idx - 1).reraise()   # in batch order, as DataLoader does
+            if self._rcvd_idx in self._ready:
+                slot, layout = self._ready.pop(self._rcvd_idx)
+                self._rcvd_idx += 1
                 return self._deliver(slot, layout)
-            if self._exhausted and not self._outstanding and not self._ready:
+            if self._exhausted and not self._outstanding and not self._ready and not self._errors:
                 raise StopIteration
             if not self._outstanding:
                 # No slot free and none coming back: batches still referenced hold them.
@@ -493,7 +494,7 @@ class _Iter:
                     err.reraise()        # worker_init_fn: no batch to wait for
                 self._outstanding.pop(idx, None)
                 self.ring.free.append(slot)
-                self._ready[idx] = err   # batches before it are delivered first
+                self._errors[idx] = err  # batches before it are delivered first
                 continue
             self._outstanding.pop(idx)
             self._ready[idx] = (slot, layout)
@@ -531,6 +532,7 @@ class _Iter:
         for idx, (slot, _layout) in list(self._ready.items()):
             self.ring.free.append(slot)
         self._ready.clear()
+        self._errors.clear()
 
     def shutdown(self):
         """Stop the workers; the ring is then held only by batches still referenced."""
@@ -559,6 +561,7 @@ class _Iter:
                 self._reap_copies(wait=True)
         self._outstanding.clear()
         self._ready.clear()
+        self._errors.clear()
         self._pending.clear()
         self._drop_ring()
 
