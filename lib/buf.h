@@ -68,13 +68,15 @@ int pm_pin(struct pm_ctx *ctx, struct pm_buf *b, enum pm_pin_mode want,
 void pm_unpin(struct pm_ctx *ctx, struct pm_buf *b);
 
 /*
- * The sentence for a failed PIN of len bytes, from the STATS ioctl.  With
- * before (STATS taken just before the PIN), a budget errno whose refusal
- * counter did not move is reported as the failure it was (the module's
- * ENOMEM also means "out of memory", not only RLIMIT_MEMLOCK).
+ * The sentence for a failed PIN of len bytes.  reason is pinmem_pin.refused
+ * as the module wrote it back (PINMEM_REFUSED_*, ABI 1.1), or 0 from an
+ * older module: then, with before (STATS taken just before the PIN), a
+ * budget errno whose refusal counter did not move is reported as the
+ * failure it was (the module's ENOMEM also means "out of memory", not only
+ * RLIMIT_MEMLOCK).  Use and limit come from STATS.
  */
 int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
-		     const struct pinmem_stats *before);
+		     const struct pinmem_stats *before, uint32_t reason);
 /* The sentence for a failed mlock of len bytes. */
 int pm_refuse_mlock(struct pm_ctx *ctx, int err, size_t len);
 
