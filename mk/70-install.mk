@@ -126,7 +126,10 @@ dkms-check:
 readme-check: $(PM_INST_LIBSO) $(PM_INST_LIBA)
 	+O=$(O) VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/readme-commands.sh
 
-CHECK_STEPS += version-check install-check dkms-check readme-check
+# dkms-check is not a step: deb-check (mk/75-deb.mk) puts the same
+# dkms-install-src tree through dkms add/build/install for every kernel, on
+# the system's trees, with the same checks (tests/install/dkms-lib.sh).
+CHECK_STEPS += version-check install-check readme-check
 
 .PHONY: FORCE
 FORCE:
