@@ -61,13 +61,18 @@ void pm_manifest_destroy(struct pm_manifest *m)
 	free(m);
 }
 
-static uint32_t path_hash(const char *s)
+static uint32_t path_hash_len(const char *s, size_t len)
 {
 	uint32_t h = 2166136261u;	/* FNV-1a */
 
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
+	for (size_t k = 0; k < len; k++)
+		h = (h ^ (unsigned char)s[k]) * 16777619u;
 	return h;
+}
+
+static uint32_t path_hash(const char *s)
+{
+	return path_hash_len(s, strlen(s));
 }
 
 static int hash_grow(struct pm_manifest *m)
@@ -88,6 +93,24 @@ static int hash_grow(struct pm_manifest *m)
 	m->hash = h;
 	m->hash_size = size;
 	return 0;
+}
+
+int pm_manifest_find(const struct pm_manifest *m, const char *path, size_t len,
+		     uint32_t *idp)
+{
+	uint32_t i;
+
+	if (!m->hash_size)
+		return -ENOENT;
+	for (i = path_hash_len(path, len) & (m->hash_size - 1); m->hash[i]; i = (i + 1) & (m->hash_size - 1)) {
+		const char *p = m->paths[m->hash[i] - 1];
+
+		if (!strncmp(p, path, len) && !p[len]) {
+			*idp = m->hash[i] - 1;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 /* The id of path, adding it when new. */

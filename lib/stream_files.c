@@ -4,8 +4,10 @@
  * and opened by each read into a bounded table of direct descriptors (see
  * stream_files.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +208,132 @@ static int check_one(struct pm_stream_files *fs, uint32_t id, char *err, size_t 
 	return 0;
 }
 
+/*
+ * Record path id's check or open result: 0 to go on, else the error that
+ * fails the stream (any error unless skip; a wrong type or too many open
+ * files always).
+ */
+static int keep(struct pm_stream_files *fs, uint32_t id, int ret, bool skip)
+{
+	struct pm_sfile *f = &fs->f[id];
+
+	if (ret && (!skip || ret == -EINVAL || ret == -EMFILE || ret == -ENFILE))
+		return ret;
+	f->open_err = ret;
+	if (ret)
+		f->note = note(fs, "cannot open: %s", strerror(-ret));
+	else if (fs->lazy)
+		f->note = fs->lazy_note;
+	fs->align[id] = f->align;
+	return 0;
+}
+
+/* Directories listed so far, by the prefix of a path up to its last '/'. */
+struct dirset {
+	const char **p;		/* into the manifest's paths */
+	uint32_t *len;
+	uint32_t size, n;	/* size: power of two, > 2 * n */
+};
+
+/* Add p[0..len); false when it was there already or on no memory (then every path is statx'ed). */
+static bool dirset_add(struct dirset *d, const char *p, uint32_t len)
+{
+	uint32_t h = 2166136261u, i;
+
+	if (2 * (d->n + 1) >= d->size) {
+		struct dirset g = { .size = d->size ? d->size * 2 : 64 };
+
+		g.p = calloc(g.size, sizeof(*g.p));
+		g.len = calloc(g.size, sizeof(*g.len));
+		if (!g.p || !g.len) {
+			free(g.p);
+			free(g.len);
+			return false;
+		}
+		for (uint32_t k = 0; k < d->size; k++)
+			if (d->p[k])
+				dirset_add(&g, d->p[k], d->len[k]);
+		free(d->p);
+		free(d->len);
+		*d = g;
+	}
+	for (uint32_t k = 0; k < len; k++)
+		h = (h ^ (unsigned char)p[k]) * 16777619u;
+	for (i = h & (d->size - 1); d->p[i]; i = (i + 1) & (d->size - 1))
+		if (d->len[i] == len && !memcmp(d->p[i], p, len))
+			return false;
+	d->p[i] = p;
+	d->len[i] = len;
+	d->n++;
+	return true;
+}
+
+/* Note the d_type of every manifest path listed in the directory prefix[0..len). */
+static void list_dir(struct pm_stream_files *fs, const char *prefix, size_t len,
+		     uint8_t *dtype)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (len >= sizeof(path))
+		return;
+	memcpy(path, prefix, len);
+	path[len] = 0;
+	d = opendir(len ? path : ".");
+	if (!d)
+		return;		/* its paths are statx'ed, which names the error */
+	while ((de = readdir(d))) {
+		size_t nl = strlen(de->d_name);
+		uint32_t id;
+
+		/* links and unknown types are statx'ed: they may lead anywhere */
+		if (de->d_type == DT_UNKNOWN || de->d_type == DT_LNK || len + nl >= sizeof(path))
+			continue;
+		memcpy(path + len, de->d_name, nl);
+		if (!pm_manifest_find(fs->m, path, len + nl, &id))
+			dtype[id] = de->d_type;
+	}
+	closedir(d);
+}
+
+/*
+ * Lazy: the type of every path, from its directory's listing where it can
+ * (getdents gives d_type for a whole directory at once; a statx per path
+ * costs ~13 us on a small VM, 2.6 s for 200,000 files), else statx.
+ */
+static int check_lazy(struct pm_stream_files *fs, bool skip, char *err, size_t errlen)
+{
+	uint8_t *dtype = calloc(fs->n, 1);
+	struct dirset dirs = { 0 };
+	int ret = 0;
+
+	fs->lazy_note = note(fs, "buffered: opened when read (%u files, at most %u open at once)",
+			     fs->n, fs->table);
+	for (uint32_t i = 0; dtype && i < fs->n; i++) {
+		const char *p = fs->m->paths[i], *slash = strrchr(p, '/');
+		uint32_t len = slash ? (uint32_t)(slash - p + 1) : 0;
+
+		if (!dtype[i] && dirset_add(&dirs, p, len))
+			list_dir(fs, p, len, dtype);
+	}
+	for (uint32_t i = 0; i < fs->n; i++) {
+		if (dtype && dtype[i] == DT_REG)
+			ret = 0;	/* size unknown: a read past the end fails then */
+		else if (dtype && dtype[i] && dtype[i] != DT_BLK)
+			ret = check_type(fs->m->paths[i], DTTOIF(dtype[i]), err, errlen);
+		else
+			ret = check_one(fs, i, err, errlen);
+		ret = keep(fs, i, ret, skip);
+		if (ret)
+			break;
+	}
+	free(dirs.p);
+	free(dirs.len);
+	free(dtype);
+	return ret;
+}
+
 static uint32_t nofile_limit(void)
 {
 	struct rlimit rl;
@@ -261,19 +389,12 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		fs->lru_head = 0;
 		fs->lru_tail = fs->table - 1;
 	}
+	if (fs->lazy)
+		return check_lazy(fs, skip, err, errlen);
 	for (uint32_t i = 0; i < fs->n; i++) {
-		struct pm_sfile *f = &fs->f[i];
-
-		ret = fs->lazy ? check_one(fs, i, err, errlen) : open_one(fs, i, direct, err, errlen);
-		if (ret && (!skip || ret == -EINVAL || ret == -EMFILE || ret == -ENFILE))
-			return ret;
-		f->open_err = ret;
+		ret = keep(fs, i, open_one(fs, i, direct, err, errlen), skip);
 		if (ret)
-			f->note = note(fs, "cannot open: %s", strerror(-ret));
-		else if (fs->lazy)
-			f->note = note(fs, "buffered: opened when read (%u files, at most %u open at once)",
-				       fs->n, fs->table);
-		fs->align[i] = f->align;
+			return ret;
 	}
 	return 0;
 }

@@ -3,7 +3,8 @@
  * The files of a stream.  Few files are opened at create, each once, and
  * registered with the ring (O_DIRECT where the file allows it).  A dataset of
  * more files than half the open-files limit (ImageNet has 1.28 million) is
- * opened lazily: create only checks each path with statx (type, size), and
+ * opened lazily: create only checks each path's type (from its directory's
+ * listing, else statx), and
  * each read opens its file into a sparse registered file table as a direct
  * descriptor (IORING_OP_OPENAT linked before the read), so no file
  * descriptor is used at all and the number open at once is the table's size.
@@ -59,6 +60,7 @@ struct pm_stream_files {
 	uint64_t opens;		/* lazy: opens queued so far */
 	char notes[PM_SFILE_NOTES][160];	/* distinct notes; files keep an index */
 	uint32_t nnotes;
+	uint8_t lazy_note;	/* "opened when read" */
 };
 
 /*

@@ -139,6 +139,9 @@ fi
 expect 0 '"items":[0-9]+' "$work"/d/data-*.bin --item-bytes 64K --rank 1 --world-size 3 --json
 expect 0 '\(d\) pinmem O_DIRECT io_uring +cold' --compare --cold-only "$work"/d/data-*.bin
 expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/manifest.txt"
+expect 0 'warm: the strongest baseline is \((a|b|e)\) .*; \(c\) [0-9.]+x' --compare --manifest "$work/d/manifest.txt"
+expect 0 '\(e\) DataLoader N workers \+ pin +cold .* [0-9]+ workers' --compare --cold-only "$work"/d/data-*.bin
+expect 0 '"strongest_cold":"[abe]","strongest_warm":"[abe]","rows":\[.*"mode":"e"' --compare --json "$work"/d/data-*.bin
 # small files, one item each: more files than the open-files limit stream (opened as read)
 expect 0 'wrote 300 files, .*, 300 items' --make-dataset "$work/s" --files 300 --item-size 1K-8K
 n=$((n + 1))

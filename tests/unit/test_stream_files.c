@@ -5,7 +5,8 @@
  * bounded table of direct descriptors (no file descriptor used while
  * streaming); files that share a table entry, items split into chunks,
  * a file that vanished after create, and bad input at create (a FIFO,
- * O_DIRECT asked for).
+ * O_DIRECT asked for, a missing file; types come from directory listings,
+ * so a symbolic link is checked apart).
  *
  * The open-files limit is lowered for each case (and restored), so a few
  * hundred files are "many".
@@ -282,6 +283,23 @@ static void test_bad_at_create(void **state)
 	assert_int_equal(pm_manifest_add(m, fifo, 0, 10, false, 0, NULL, 0), 0);
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "fifo: a FIFO, not a regular file"));
+	unlink(fifo);
+	pm_manifest_destroy(m);
+
+	/* not in its directory's listing: statx names the error; a link is followed */
+	m = manifest(1 << 20);
+	snprintf(fifo, sizeof(fifo), "%s/missing.bin", dir);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, 10, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -ENOENT);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "missing.bin: No such file or directory"));
+	pm_manifest_destroy(m);
+	m = manifest(1 << 20);
+	snprintf(fifo, sizeof(fifo), "%s/link", dir);
+	unlink(fifo);
+	assert_int_equal(symlink(paths[0], fifo), 0);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, sizes[0], false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	pm_stream_destroy(s);
 	unlink(fifo);
 	restore();
 	pm_manifest_destroy(m);
