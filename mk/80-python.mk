@@ -28,8 +28,12 @@ $(PY_STAMP): $(PY_SRCS) $(LIBPINMEM_A) include/pinmem.h include/pinmem_stream.h
 		build_ext --force
 	touch $@
 
-python-check: $(PY_STAMP)
+# The cuda backend's cases run against the test-only CUDA runtime stand-in
+# (tests/cuda_stub) when the toolkit's headers are there to build it.
+PY_CUDA_STUB := $(if $(filter 1,$(CUDA)),$(CUDA_STUB))
+python-check: $(PY_STAMP) $(PY_CUDA_STUB)
 	cd tests/python && PYTHONPATH=$(abspath $(PY_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+		PINMEM_CUDA_STUB=$(if $(PY_CUDA_STUB),$(abspath $(PY_CUDA_STUB))) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider .
 
 BENCH_PYTHON_ARGS ?=

@@ -86,6 +86,14 @@ class Stream:
         if world_size is None:
             world_size = _dist_default("world_size", "WORLD_SIZE", lambda d: d.get_world_size())
         self._own_ctx = ctx is None
+        if ctx is not None:
+            # Device views are labelled from the context: it must be the device asked for.
+            have = ctx.info()["backend"]
+            if device is not None and have != backend:
+                raise ValueError("pinmem.Stream: device=%r needs a context with the %r backend, "
+                                 "this one has %r" % (device, backend, have))
+            if device == "cuda":
+                cuda_device = -1        # whichever GPU the context copies to
         self.ctx = ctx if ctx is not None else _pinmem.Context(
             module=module, backend=backend, cuda_device=cuda_device)
         self.device = device

@@ -37,6 +37,24 @@ static int check_live(PmBuffer *self)
 	return 0;
 }
 
+/*
+ * Library-allocated memory and stream slots are MADV_DONTFORK: in a forked
+ * child (a DataLoader worker) they are not mapped, and touching them would
+ * crash.  Memory the caller pinned in place (ctx.pin() of a shared memfd) is.
+ */
+static int check_process(PmBuffer *self)
+{
+	PmBuffer *r = buffer_root(self);
+
+	if (r->has_src)
+		return 0;
+	if (r->ctx)
+		return pmpy_check_pid(r->ctx->pid, "buffer");
+	if (self->batch)
+		return pmpy_check_pid(self->batch->stream->pid, "batch's buffer");
+	return 0;
+}
+
 int pmpy_shape(PyObject *shape, Py_ssize_t *dims, int *ndim, Py_ssize_t *count)
 {
 	Py_ssize_t n = 1, d, i;
@@ -135,7 +153,7 @@ static void buffer_dealloc(PmBuffer *self)
 
 static int buffer_getbuffer(PmBuffer *self, Py_buffer *view, int flags)
 {
-	if (check_live(self))
+	if (check_live(self) || check_process(self))
 		goto fail;
 	if (self->dev_type != kDLCPU) {
 		PyErr_SetString(PyExc_BufferError,
@@ -210,7 +228,7 @@ static PyObject *buffer_dlpack(PmBuffer *self, PyObject *args, PyObject *kw)
 	int i;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O", kwlist, &stream) ||
-	    check_live(self))
+	    check_live(self) || check_process(self))
 		return NULL;
 	/*
 	 * A device view of a batch delivered as soon as its copy was queued:
@@ -223,6 +241,8 @@ static PyObject *buffer_dlpack(PmBuffer *self, PyObject *args, PyObject *kw)
 		if ((stream != Py_None && pmpy_stream_ptr(stream, &ptr)) ||
 		    pmpy_batch_wait(self->batch, ptr))
 			return NULL;
+		/* Where the consumer reads it: 'with batch:' and GC release after that work. */
+		self->batch->consumer = ptr;
 	}
 	/* Room for the tensor, then shape and strides (in elements). */
 	t = calloc(1, sizeof(*t) + 2 * PMPY_MAXDIM * sizeof(int64_t));
@@ -267,7 +287,7 @@ static PyObject *buffer_view(PmBuffer *self, PyObject *args, PyObject *kw)
 	int r;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|nOO", kwlist, &off, &shape, &dtype) ||
-	    check_live(self))
+	    check_live(self) || check_process(self))
 		return NULL;
 	if (dtype && !(dt = pmpy_dtype_lookup(dtype)))
 		return NULL;

@@ -188,6 +188,29 @@ static int shape_bytes(PyObject *shape, const struct pmpy_dtype *dt, Py_ssize_t 
 	return 0;
 }
 
+/*
+ * A call on the context that releases the GIL counts as a user while it
+ * runs, so close() from another thread defers the pm_close to its end.  The
+ * call's result is dropped with ValueError when close() came meanwhile.
+ */
+static void call_begin(PmContext *self)
+{
+	pmpy_ctx_use(self);
+}
+
+static int call_end(PmContext *self, struct pm_buf *buf)
+{
+	int closed = self->closing;
+
+	if (closed) {
+		if (buf)
+			pm_buf_free(self->ctx, buf);
+		PyErr_SetString(PyExc_ValueError, "pinmem: the context was closed during the call");
+	}
+	pmpy_ctx_unuse(self);
+	return closed ? -1 : 0;
+}
+
 static PmBuffer *new_owner(PmContext *self, struct pm_buf *buf, void *ptr, Py_ssize_t nbytes)
 {
 	PmBuffer *b = PyObject_New(PmBuffer, &PmBuffer_Type);
@@ -228,12 +251,15 @@ static PyObject *ctx_empty(PmContext *self, PyObject *args, PyObject *kw)
 	    buf_opts(pin, pages, strict, reg, &o) ||
 	    shape_bytes(shape, dt, &nbytes, &tuple))
 		return NULL;
+	call_begin(self);
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_buf_alloc(ctx, nbytes ? (size_t)nbytes : 1, &o, &buf);
 	Py_END_ALLOW_THREADS
-	if (r < 0) {
+	if (r < 0)
+		pmpy_raise(ctx, r, "pm_buf_alloc");
+	if (call_end(self, r < 0 ? NULL : buf) || r < 0) {
 		Py_DECREF(tuple);
-		return pmpy_raise(ctx, r, "pm_buf_alloc");
+		return NULL;
 	}
 	b = new_owner(self, buf, pm_buf_ptr(buf), nbytes);
 	if (!b) {
@@ -267,12 +293,15 @@ static PyObject *ctx_pin(PmContext *self, PyObject *args, PyObject *kw)
 	if (buf_opts(pin, NULL, strict, reg, &o) ||
 	    PyObject_GetBuffer(obj, &src, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS))
 		return NULL;
+	call_begin(self);
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_buf_pin_inplace(ctx, src.buf, (size_t)src.len, &o, &buf);
 	Py_END_ALLOW_THREADS
-	if (r < 0) {
+	if (r < 0)
+		pmpy_raise(ctx, r, "pm_buf_pin_inplace");
+	if (call_end(self, r < 0 ? NULL : buf) || r < 0) {
 		PyBuffer_Release(&src);
-		return pmpy_raise(ctx, r, "pm_buf_pin_inplace");
+		return NULL;
 	}
 	b = new_owner(self, buf, src.buf, src.len);
 	if (!b) {

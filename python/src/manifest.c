@@ -14,6 +14,22 @@ static PyObject *manifest_error(int r, const char *err)
 			    "%s", *err ? err : strerror(-r));
 }
 
+/* Items are appended by reallocating arrays a stream's reader thread reads. */
+static int manifest_frozen(PmManifest *self)
+{
+	if (self->mutating) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"pinmem: the manifest is being changed by another thread");
+		return -1;
+	}
+	if (!self->streams)
+		return 0;
+	PyErr_Format(PyExc_RuntimeError,
+		     "pinmem: the manifest is read by %zd open stream(s); close them (and release "
+		     "their batches) before adding items", self->streams);
+	return -1;
+}
+
 static int manifest_init(PmManifest *self, PyObject *args, PyObject *kw)
 {
 	int r;
@@ -47,7 +63,8 @@ static PyObject *manifest_add(PmManifest *self, PyObject *args, PyObject *kw)
 	PyObject *path;
 	int r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&KK|O", kwlist, PyUnicode_FSConverter,
+	if (manifest_frozen(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "O&KK|O", kwlist, PyUnicode_FSConverter,
 					 &path, &off, &len, &crc))
 		return NULL;
 	if (crc != Py_None) {
@@ -73,12 +90,15 @@ static PyObject *manifest_add_file(PmManifest *self, PyObject *args, PyObject *k
 	PyObject *path;
 	int r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|K", kwlist, PyUnicode_FSConverter,
+	if (manifest_frozen(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "O&|K", kwlist, PyUnicode_FSConverter,
 					 &path, &item))
 		return NULL;
+	self->mutating = true;
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_manifest_add_file(self->m, PyBytes_AS_STRING(path), item, err, sizeof(err));
 	Py_END_ALLOW_THREADS
+	self->mutating = false;
 	Py_DECREF(path);
 	if (r < 0)
 		return manifest_error(r, err);
@@ -91,11 +111,13 @@ static PyObject *manifest_load(PmManifest *self, PyObject *args)
 	PyObject *path;
 	int r;
 
-	if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
+	if (manifest_frozen(self) || !PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
 		return NULL;
+	self->mutating = true;
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_manifest_load(self->m, PyBytes_AS_STRING(path), err, sizeof(err));
 	Py_END_ALLOW_THREADS
+	self->mutating = false;
 	Py_DECREF(path);
 	if (r < 0)
 		return manifest_error(r, err);
@@ -110,7 +132,8 @@ static PyObject *manifest_parse(PmManifest *self, PyObject *args, PyObject *kw)
 	Py_buffer text;
 	int r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s*|ss", kwlist, &text, &name, &base))
+	if (manifest_frozen(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "s*|ss", kwlist, &text, &name, &base))
 		return NULL;
 	r = pm_manifest_parse(self->m, text.buf, (size_t)text.len, name, base, err, sizeof(err));
 	PyBuffer_Release(&text);

@@ -63,7 +63,7 @@ typedef struct {
 	PyObject_HEAD
 	struct pm_ctx *ctx;
 	pid_t pid;		/* the process that opened it */
-	Py_ssize_t users;	/* buffers and streams still alive */
+	Py_ssize_t users;	/* buffers, streams and calls without the GIL still alive */
 	bool closing;		/* close() asked while users were alive */
 } PmContext;
 
@@ -91,6 +91,8 @@ typedef struct {
 typedef struct {
 	PyObject_HEAD
 	struct pm_manifest *m;
+	Py_ssize_t streams;	/* streams reading it: it must not change under them */
+	bool mutating;		/* add_file()/load() running without the GIL */
 } PmManifest;
 
 typedef struct {
@@ -100,9 +102,10 @@ typedef struct {
 	struct pm_stream *s;
 	pid_t pid;
 	Py_ssize_t batches;	/* Batch objects alive */
+	Py_ssize_t calls;	/* next() calls running without the GIL */
 	bool closing;
 	bool ended;
-	int dev_id;		/* CUDA device of dev views, -1 when none */
+	int dev_type, dev_id;	/* DLPack device of dev views: the context's backend */
 	bool views_on_dev;	/* Batch.views are of the device copy */
 } PmStream;
 
@@ -111,6 +114,7 @@ typedef struct PmBatch {
 	PmStream *stream;
 	struct pm_batch *b;
 	bool released;
+	void *consumer;		/* CUDA stream a device view was exported to (NULL: legacy default) */
 } PmBatch;
 
 extern PyTypeObject PmContext_Type, PmBuffer_Type, PmManifest_Type,

@@ -27,13 +27,49 @@ static void stream_destroy(PmStream *self)
 		pmpy_ctx_unuse(self->ctx);
 		Py_CLEAR(self->ctx);
 	}
-	Py_CLEAR(self->manifest);
+	if (self->manifest) {
+		self->manifest->streams--;
+		Py_CLEAR(self->manifest);
+	}
+}
+
+/* Destroyed once closed and nothing uses it: no Batch, no next() running without the GIL. */
+static void stream_maybe_destroy(PmStream *st)
+{
+	if (st->closing && !st->batches && !st->calls)
+		stream_destroy(st);
 }
 
 void pmpy_stream_batch_gone(PmStream *st)
 {
-	if (--st->batches == 0 && st->closing)
-		stream_destroy(st);
+	st->batches--;
+	stream_maybe_destroy(st);
+}
+
+/* The DLPack device of the copies a context makes, or -1 with ValueError when cuda_device (>= 0) is not it. */
+static int stream_device(PmStream *self, struct pm_ctx *ctx, int cuda_device)
+{
+	struct pm_ctx_info i;
+	bool cuda;
+	int r = pm_ctx_info(ctx, &i);
+
+	if (r < 0) {
+		pmpy_raise(ctx, r, "pm_ctx_info");
+		return -1;
+	}
+	cuda = !strcmp(i.backend, "cuda");
+	if (cuda_device >= 0 && (!cuda || i.cuda_device != cuda_device)) {
+		if (cuda)
+			PyErr_Format(PyExc_ValueError, "pinmem: the context copies to CUDA device %d, not %d; "
+				     "open one with cuda_device=%d", i.cuda_device, cuda_device, cuda_device);
+		else
+			PyErr_Format(PyExc_ValueError, "pinmem: the context's backend is '%s', not 'cuda' "
+				     "(CUDA device %d was asked for)", i.backend, cuda_device);
+		return -1;
+	}
+	self->dev_type = cuda ? kDLCUDA : kDLCPU;
+	self->dev_id = cuda ? i.cuda_device : 0;
+	return 0;
 }
 
 static int choice(PyObject *obj, const char *const *names, const char *what, int *out)
@@ -83,8 +119,12 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_ValueError, "pinmem: the context is closed");
 		return -1;
 	}
-	if (pmpy_check_pid(ctx->pid, "context"))
+	if (pmpy_check_pid(ctx->pid, "context") || stream_device(self, ctx->ctx, dev))
 		return -1;
+	if (m->mutating) {
+		PyErr_SetString(PyExc_RuntimeError, "pinmem: the manifest is being changed by another thread");
+		return -1;
+	}
 	o.batch_bytes = batch_bytes;
 	o.seed = seed;
 	o.shuffle = shuffle;
@@ -95,19 +135,22 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	o.shard_pad = (enum pm_shard_pad)p;
 	o.pin = (enum pm_pin_mode)pm;
 	o.handoff = (enum pm_handoff)h;
+	/* Counted before the GIL goes: close() and manifest changes from other threads wait. */
+	pmpy_ctx_use(ctx);
+	m->streams++;
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_stream_create(ctx->ctx, m->m, &o, &self->s);
 	Py_END_ALLOW_THREADS
 	if (r < 0) {
 		self->s = NULL;
 		pmpy_raise(ctx->ctx, r, "pm_stream_create");
+		m->streams--;
+		pmpy_ctx_unuse(ctx);
 		return -1;
 	}
 	self->ctx = (PmContext *)Py_NewRef(ctx);
-	pmpy_ctx_use(ctx);
 	self->manifest = (PmManifest *)Py_NewRef(m);
 	self->pid = getpid();
-	self->dev_id = dev;
 	self->views_on_dev = on_dev;
 	return 0;
 }
@@ -140,9 +183,21 @@ static PyObject *stream_next(PmStream *self, PyObject *unused)
 		return NULL;
 	if (self->ended)
 		Py_RETURN_NONE;
+	if (self->calls)
+		return PyErr_Format(PyExc_RuntimeError, "pinmem: next() is already running in another thread");
+	self->calls++;
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_stream_next(s, &b);
 	Py_END_ALLOW_THREADS
+	self->calls--;
+	if (self->closing) {
+		/* close() came from another thread while this call waited: it ends here. */
+		if (r == 0 && b)
+			pm_stream_release(s, b);
+		stream_maybe_destroy(self);
+		PyErr_SetString(PyExc_ValueError, "pinmem: the stream was closed while next() waited");
+		return NULL;
+	}
 	if (r == -EDEADLK)
 		return PyErr_Format(PmError, "pinmem: every slot is held by an unreleased batch; release batches (batch.release() or 'with batch:') before asking for more");
 	if (r < 0) {
@@ -167,6 +222,7 @@ static PyObject *stream_next(PmStream *self, PyObject *unused)
 	batch->stream = (PmStream *)Py_NewRef(self);
 	batch->b = b;
 	batch->released = false;
+	batch->consumer = NULL;
 	self->batches++;
 	return (PyObject *)batch;
 }
@@ -178,8 +234,7 @@ static PyObject *stream_close(PmStream *self, PyObject *unused)
 		Py_RETURN_NONE;
 	}
 	self->closing = true;
-	if (!self->batches)
-		stream_destroy(self);
+	stream_maybe_destroy(self);
 	Py_RETURN_NONE;
 }
 
@@ -226,7 +281,8 @@ static PyMethodDef stream_methods[] = {
 	  "library's sentence names the item) or when every slot is held." },
 	{ "stats", (PyCFunction)stream_stats, METH_NOARGS, "Counters and latencies so far, a dict." },
 	{ "close", (PyCFunction)stream_close, METH_NOARGS,
-	  "close(): stop reading; the slots are unpinned now, or when the last Batch is gone." },
+	"close(): stop reading; the slots are unpinned now, or when the last Batch is gone\n"
+	  "(a next() waiting in another thread then raises ValueError)." },
 	{ NULL },
 };
 
@@ -244,12 +300,26 @@ PyTypeObject PmStream_Type = {
 
 /* --- Batch --- */
 
+/*
+ * Release without an explicit stream ('with batch:', garbage collection): a
+ * batch with a device copy is released after the GPU work queued so far on
+ * the stream its device view was exported to (DLPack's stream=; none: the
+ * legacy default stream), never at once under a running kernel.
+ */
+static int batch_release_default(PmBatch *self)
+{
+	struct pm_stream *s = self->stream->s;
+
+	return self->b->dev ? pm_stream_release_on(s, self->b, self->consumer) :
+			      pm_stream_release(s, self->b);
+}
+
 static void batch_dealloc(PmBatch *self)
 {
 	PmStream *st = self->stream;
 
 	if (!self->released && st->s && st->pid == getpid())
-		pm_stream_release(st->s, self->b);
+		batch_release_default(self);
 	pmpy_stream_batch_gone(st);
 	Py_DECREF(st);
 	PyObject_Free(self);
@@ -298,16 +368,13 @@ int pmpy_stream_ptr(PyObject *obj, void **ptr)
 	return PyErr_Occurred() ? -1 : 0;
 }
 
-static PyObject *batch_release(PmBatch *self, PyObject *args, PyObject *kw)
+/* Release on cuda_stream (Py_None: now), or on the consumer's stream when by_default. */
+static PyObject *batch_release_how(PmBatch *self, PyObject *cuda_stream, bool by_default)
 {
-	static char *kwlist[] = { "stream", NULL };
-	PyObject *cuda_stream = Py_None;
 	struct pm_stream *s;
 	void *ptr = NULL;
 	int r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &cuda_stream))
-		return NULL;
 	if (self->released)
 		Py_RETURN_NONE;
 	s = self->stream->s;
@@ -315,12 +382,23 @@ static PyObject *batch_release(PmBatch *self, PyObject *args, PyObject *kw)
 		return s ? NULL : PyErr_Format(PyExc_ValueError, "pinmem: the stream is closed");
 	if (cuda_stream != Py_None && pmpy_stream_ptr(cuda_stream, &ptr))
 		return NULL;
-	r = cuda_stream != Py_None ? pm_stream_release_on(s, self->b, ptr) :
+	r = by_default ? batch_release_default(self) :
+	    cuda_stream != Py_None ? pm_stream_release_on(s, self->b, ptr) :
 				     pm_stream_release(s, self->b);
 	if (r < 0)
 		return batch_error(self, r, "pm_stream_release");
 	self->released = true;
 	Py_RETURN_NONE;
+}
+
+static PyObject *batch_release(PmBatch *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "stream", NULL };
+	PyObject *cuda_stream = Py_None;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &cuda_stream))
+		return NULL;
+	return batch_release_how(self, cuda_stream, false);
 }
 
 int pmpy_batch_wait(PmBatch *self, void *cuda_stream)
@@ -357,13 +435,7 @@ static PyObject *batch_wait(PmBatch *self, PyObject *args, PyObject *kw)
 
 static PyObject *batch_exit(PmBatch *self, PyObject *args)
 {
-	PyObject *none = PyTuple_New(0), *r;
-
-	if (!none)
-		return NULL;
-	r = batch_release(self, none, NULL);
-	Py_DECREF(none);
-	return r;
+	return batch_release_how(self, Py_None, true);
 }
 
 static PyObject *batch_enter(PyObject *self, PyObject *unused)
@@ -381,8 +453,7 @@ static PyObject *make_view(PmBatch *self, uint64_t off, uint64_t len, bool dev)
 	if (!base)
 		Py_RETURN_NONE;
 	return (PyObject *)pmpy_view((PyObject *)self, self, base + off, (Py_ssize_t)len,
-				     dev && st->dev_id >= 0 ? kDLCUDA : kDLCPU,
-				     dev && st->dev_id >= 0 ? st->dev_id : 0);
+				     dev ? st->dev_type : kDLCPU, dev ? st->dev_id : 0);
 }
 
 static PyObject *batch_item(PmBatch *self, PyObject *args, PyObject *kw)
@@ -467,7 +538,7 @@ static PyObject *batch_released(PmBatch *self, void *unused)
 
 static PyMethodDef batch_methods[] = {
 	{ "release", (PyCFunction)(void (*)(void))batch_release, METH_VARARGS | METH_KEYWORDS,
-	  "release(stream=None): give the slot back to the ring.  With stream (a\n"
+	  "release(stream=None): give the slot back to the ring now.  With stream (a\n"
 	  "torch.cuda.Stream or a cudaStream_t as int), the slot is rewritten only after the\n"
 	  "work queued on that stream so far has completed, without blocking the caller.\n"
 	  "Views made before stay mapped but will show later batches' bytes; new views and\n"

@@ -236,3 +236,35 @@ def test_forked_child_writes_into_pinned_memfd(ctx):
         assert b.pin_mode == "module"
     del b
     mm.close()
+
+
+def test_inherited_buffer_in_forked_child_fails_clearly(ctx):
+    """Library memory is MADV_DONTFORK: a child touching it gets an error, not SIGSEGV;
+    memory the caller pinned in place (a shared mmap) stays usable there."""
+    import mmap
+    own = ctx.empty(4096)
+    view = own.view(16, (8,))
+    mm = mmap.mmap(-1, 4096, mmap.MAP_SHARED)
+    shared = ctx.pin(mm)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            msgs = []
+            for what in (lambda: memoryview(own), lambda: view.__dlpack__(), lambda: own.view(8)):
+                try:
+                    what()
+                    msgs.append("no error")
+                except RuntimeError as e:
+                    msgs.append(str(e))
+            memoryview(shared)[:2] = b"ok"
+            os.write(w, "\n".join(msgs).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    msg = os.read(r, 4000).decode()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, "child died: %r" % status
+    assert msg.count("cannot be used in a forked child") == 3, msg
+    assert mm[:2] == b"ok"
+    del shared
