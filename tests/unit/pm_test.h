@@ -40,6 +40,8 @@ struct fake_sys {
 	int pin_err;			/* forced PIN result when != 0 */
 	uint32_t pin_reason;		/* pinmem_pin.refused written with it */
 	uint64_t user_locked;		/* STATS user_locked_bytes */
+	/* PINMEM_IOC_CGROUP answers these for any path; STATS names cg_refuser. */
+	uint64_t cg_id, cg_used, cg_limit, cg_refuser;
 	uint64_t global_used, global_limit;
 	uint64_t user_used, user_limit;
 	uint64_t rlimit_used, rlimit_limit;
@@ -163,6 +165,14 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 		return fake_pin(arg);
 	case PINMEM_IOC_UNPIN:
 		return fake_unpin(arg);
+	case PINMEM_IOC_CGROUP: {
+		struct pinmem_cgroup *cg = arg;
+
+		cg->cgroup_id = fake.cg_id;
+		cg->pinned_bytes = fake.cg_used;
+		cg->limit_bytes = fake.cg_limit;
+		return 0;
+	}
 	case PINMEM_IOC_STATS:
 		memset(st, 0, sizeof(*st));
 		st->global.pinned_bytes = fake.global_used;
@@ -176,6 +186,7 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 		st->file.refused_fault = fake.refused_fault;
 		st->mm_pinned_bytes = fake.rlimit_used;
 		st->user_locked_bytes = fake.user_locked;
+		st->refused_cgroup_id = fake.cg_refuser;
 		st->file.regions = (uint64_t)fake.regions;
 		return 0;
 	}
