@@ -20,8 +20,36 @@
  * batches that fit one slot, reads them with one io_uring (registered files,
  * READ_FIXED into the registered slots, O_DIRECT where the file allows it),
  * checks crc32c, queues an async copy of the slot to its device buffer and
- * hands the batch to the consumer when the copy has completed.  A slot is
+ * hands the batch to the consumer (see "GPU hand-off" below).  A slot is
  * reused only after the consumer released its batch.
+ *
+ * GPU hand-off (struct pm_stream_opts.handoff), never a host synchronisation
+ * on the consumer's hot path:
+ *
+ *   PM_HANDOFF_COPIED  (default) a batch is delivered once its copy to
+ *                      batch->dev completed; any stream may read it.
+ *   PM_HANDOFF_QUEUED  a batch is delivered as soon as its copy is queued;
+ *                      order GPU work after it with pm_stream_batch_wait()
+ *                      (cudaStreamWaitEvent on the copy's event).  A copy
+ *                      that fails after delivery stops the stream: the next
+ *                      pm_stream_next returns its error.
+ *   PM_HANDOFF_HOST    no device buffers (batch->dev is NULL); the slots are
+ *                      pinned and registered, the consumer copies from
+ *                      batch->host on its own stream.
+ *
+ * Release a batch read by GPU work with pm_stream_release_on(s, b, stream):
+ * the slot (its device buffer; in HOST mode its host memory) is rewritten
+ * only after the work queued on that stream before the call completed.  The
+ * usual loop, one process per GPU (opts: cuda_device = LOCAL_RANK):
+ *
+ *     while (!pm_stream_next(s, &b) && b) {
+ *             pm_stream_batch_wait(s, b, stream);   // QUEUED: after the copy
+ *             forward(b->dev, stream);              // kernels on `stream`
+ *             pm_stream_release_on(s, b, stream);   // reuse after them
+ *     }
+ *
+ * A plain pm_stream_release() says the consumer is done with the slot now,
+ * which is right only for host consumers or after a synchronisation.
  *
  * Errors: calls return 0 or a negative errno.  pm_stream_create records its
  * failure sentence in pm_ctx_last_error(); a failed batch's sentence (naming
@@ -65,7 +93,7 @@ PM_API void pm_manifest_destroy(struct pm_manifest *m);
 PM_API int pm_manifest_add(struct pm_manifest *m, const char *path,
 			   uint64_t offset, uint64_t length, bool has_crc32c,
 			   uint32_t crc32c, char *err, size_t errlen);
-/* Append a whole file cut into items of item_bytes (0: one item); -ENOENT etc. for unreadable, -EINVAL for empty files.  One thread. */
+/* Append a whole file cut into items of item_bytes (0: one item); an empty file adds none; -ENOENT etc. for unreadable, -EINVAL for a FIFO, directory or other non-regular file.  One thread. */
 PM_API int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 				uint64_t item_bytes, char *err, size_t errlen);
 /* Append the items of manifest text; name and base_dir are for messages and relative paths.  One thread. */
@@ -99,7 +127,7 @@ enum pm_direct {
 
 /* What a failed batch does to the stream. */
 enum pm_on_error {
-	PM_ON_ERROR_STOP = 0,	/* batches before the failed one arrive (in order), then pm_stream_next returns its error on every call */
+	PM_ON_ERROR_STOP = 0,	/* every batch before the failed one arrives (PM_ORDER_AS_COMPLETED: in any order, and some after it may too), then pm_stream_next returns its error on every call */
 	PM_ON_ERROR_SKIP,	/* the batch is dropped and counted; streaming goes on */
 };
 
@@ -120,6 +148,13 @@ enum pm_shard_pad {
 	PM_SHARD_EXACT = 0,
 	PM_SHARD_PAD,
 	PM_SHARD_DROP,
+};
+
+/* When a batch is handed to the consumer (see "GPU hand-off" above). */
+enum pm_handoff {
+	PM_HANDOFF_COPIED = 0,	/* after its copy to batch->dev completed */
+	PM_HANDOFF_QUEUED,	/* once its copy is queued; pm_stream_batch_wait orders after it */
+	PM_HANDOFF_HOST,	/* no device buffer: batch->dev is NULL, the consumer copies */
 };
 
 /* Stream options; zero means the default given in brackets. */
@@ -143,6 +178,8 @@ struct pm_stream_opts {
 	unsigned int buf_flags;	/* extra PM_BUF_* flags for the slot buffer */
 	enum pm_pin_mode pin;	/* pin mode asked for the slot buffer [auto] */
 	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
+	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
+	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
 };
 
 /* One item of a delivered batch. */
@@ -161,7 +198,7 @@ struct pm_batch {
 	uint32_t epoch;
 	uint32_t slot;
 	void *host;		/* the slot in pinned host memory */
-	void *dev;		/* its device copy; NULL with backend "none" */
+	void *dev;		/* its device copy; NULL with backend "none" or PM_HANDOFF_HOST */
 	uint64_t span;		/* bytes of the slot in use (copied to dev) */
 	uint64_t bytes;		/* item bytes (sum of lengths) */
 	uint32_t nitems;
@@ -205,6 +242,8 @@ struct pm_stream_stats {
 	uint32_t slots;
 	uint64_t slot_bytes;
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
+	int32_t numa_node;	/* NUMA node the slots are on, -1 when not placed */
+	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint64_t total_items;	/* items this rank will see over all epochs */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
 };
@@ -217,10 +256,29 @@ PM_API int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 			    struct pm_stream **sp);
 /* Stop reading, wait for queued I/O and copies, free everything, at any point.  One thread, last call. */
 PM_API void pm_stream_destroy(struct pm_stream *s);
-/* Next batch (its copy to the device has completed): 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error names the item), -EDEADLK when the consumer holds every slot.  One thread. */
+/* Next batch (COPIED: its copy completed; QUEUED: its copy queued): 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error names the item), -EDEADLK when the consumer holds every slot.  One thread. */
 PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
-/* Give a batch's slot back to the ring; -EINVAL if not a batch held by the consumer.  One thread. */
+/* Give a batch's slot back to the ring now (host consumers); -EINVAL if not a batch held by the consumer.  One thread. */
 PM_API int pm_stream_release(struct pm_stream *s, struct pm_batch *batch);
+/*
+ * Make work queued on cuda_stream (a cudaStream_t; NULL is the legacy default
+ * stream) after this call wait until the batch's copy completed
+ * (cudaStreamWaitEvent), without blocking the caller.  Host backend: waits on
+ * the host; PM_HANDOFF_HOST, COPIED or backend "none": nothing to wait for.
+ * -EINVAL if not a batch held by the consumer.  One thread.
+ */
+PM_API int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch,
+				void *cuda_stream);
+/*
+ * Give a batch's slot back to the ring once the work queued on cuda_stream
+ * before this call completed (an event recorded on it; the next copy into the
+ * slot's device buffer waits for it on the device, and in PM_HANDOFF_HOST the
+ * reader waits for it before reading into the slot).  The caller never
+ * blocks.  On failure (-EINVAL: not a held batch; a CUDA error, sentence in
+ * pm_stream_error) the batch stays held.  One thread.
+ */
+PM_API int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch,
+				void *cuda_stream);
 /* Sentence describing the last failed batch, "" if none.  One thread. */
 PM_API const char *pm_stream_error(struct pm_stream *s);
 /* Counters and latencies so far.  Any thread. */

@@ -4,10 +4,13 @@
  * which forward to the context's backend and turn its failures into the
  * context's last error.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "ctx.h"
@@ -16,6 +19,7 @@ void pm_backend_init(struct pm_backend *be, const struct pm_backend_ops *ops)
 {
 	be->ops = ops;
 	be->err[0] = '\0';
+	be->pci_bus_id[0] = '\0';
 	pthread_mutex_init(&be->err_lock, NULL);
 }
 
@@ -44,10 +48,38 @@ char *pm_backend_last_error(struct pm_backend *be, char *out, size_t len)
 	return out;
 }
 
+bool pm_gpu_present(const char *root, char *what, size_t len)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	int n = 0;
+	DIR *d;
+
+	root = root ? root : "";
+	snprintf(path, sizeof(path), "%s/proc/driver/nvidia/gpus", root);
+	d = opendir(path);
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	if (n) {
+		snprintf(what, len, "%s lists %d", path, n);
+		return true;
+	}
+	snprintf(path, sizeof(path), "%s/dev/nvidia0", root);
+	if (!stat(path, &st) && S_ISCHR(st.st_mode)) {
+		snprintf(what, len, "%s exists", path);
+		return true;
+	}
+	snprintf(what, len, "no entries in %s/proc/driver/nvidia/gpus, no %s", root, path);
+	return false;
+}
+
 int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
 		      struct pm_backend **bep, char *note, size_t note_len)
 {
-	char scratch[8];
+	char scratch[8], why[256], gpu[PATH_MAX + 32];
 	int r;
 
 	if (!note) {
@@ -70,25 +102,39 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 #endif
 	case PM_BACKEND_AUTO:
 #ifdef PM_HAVE_CUDA
-		r = pm_backend_cuda_create(cfg, bep, note, note_len);
+		r = pm_backend_cuda_create(cfg, bep, why, sizeof(why));
 		if (!r)
 			return 0;
 #else
-		snprintf(note, note_len, "libpinmem was built without CUDA");
+		snprintf(why, sizeof(why), "libpinmem was built without CUDA");
 #endif
-		r = pm_backend_host_create(bep);
-		return r;
+		/* "device" pointers in host memory make GPU kernels fault: never silently */
+		if (pm_gpu_present(cfg ? cfg->root : NULL, gpu, sizeof(gpu))) {
+			snprintf(note, note_len,
+				 "an NVIDIA GPU is present (%s) but the cuda backend is not usable: %s; "
+				 "set PINMEM_CUDART (or cuda_library) to a libcudart.so, e.g. the one a pip-installed PyTorch carries in site-packages/nvidia/cuda_runtime/lib/, or ask for the host backend",
+				 gpu, why);
+			return -ENODEV;
+		}
+		snprintf(note, note_len, "%s; no NVIDIA GPU here (%s), so copies go to host memory",
+			 why, gpu);
+		return pm_backend_host_create(bep);
 	}
 	return -EINVAL;
 }
 
-/* The context's backend, or NULL after recording why there is none. */
-static struct pm_backend *backend_of(struct pm_ctx *ctx, const char *call)
+/* The context's backend in *bep, or -errno after recording why there is none (or why not here). */
+static int backend_of(struct pm_ctx *ctx, const char *call, struct pm_backend **bep)
 {
+	int r = pm_ctx_check_owner(ctx, call);
+
+	if (r)
+		return r;
+	*bep = ctx->backend;
 	if (!ctx->backend)
-		pm_ctx_error(ctx, -ENODEV, "%s: the context has no copy backend (PM_BACKEND_NONE)",
-			     call);
-	return ctx->backend;
+		return pm_ctx_error(ctx, -ENODEV,
+				    "%s: the context has no copy backend (PM_BACKEND_NONE)", call);
+	return 0;
 }
 
 static int fail(struct pm_ctx *ctx, struct pm_backend *be, int r, const char *call)
@@ -106,9 +152,9 @@ int pm_dev_alloc(struct pm_ctx *ctx, size_t len, void **devp)
 
 	if (!ctx || !devp)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_dev_alloc");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_dev_alloc", &be);
+	if (r)
+		return r;
 	if (!len)
 		return pm_ctx_error(ctx, -EINVAL, "pm_dev_alloc: length is zero");
 	r = be->ops->dev_alloc(be, len, devp);
@@ -122,9 +168,9 @@ int pm_dev_free(struct pm_ctx *ctx, void *dev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_dev_free");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_dev_free", &be);
+	if (r)
+		return r;
 	r = be->ops->dev_free(be, dev);
 	return r ? fail(ctx, be, r, "pm_dev_free") : 0;
 }
@@ -132,18 +178,24 @@ int pm_dev_free(struct pm_ctx *ctx, void *dev)
 int pm_copy_h2d(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 		size_t len, uint64_t *ev)
 {
+	return pm_copy_h2d_after(ctx, dst_dev, src_host, len, 0, ev);
+}
+
+int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
+		      size_t len, uint64_t after, uint64_t *ev)
+{
 	struct pm_backend *be;
 	int r;
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_copy_h2d");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_copy_h2d", &be);
+	if (r)
+		return r;
 	if (!dst_dev || !src_host)
 		return pm_ctx_error(ctx, -EINVAL, "pm_copy_h2d: NULL %s",
 				    dst_dev ? "source" : "destination");
-	r = be->ops->copy_h2d(be, dst_dev, src_host, len, ev);
+	r = be->ops->copy_h2d(be, dst_dev, src_host, len, after, ev);
 	return r ? fail(ctx, be, r, "pm_copy_h2d") : 0;
 }
 
@@ -154,9 +206,9 @@ int pm_copy_d2h(struct pm_ctx *ctx, void *dst_host, const void *src_dev, size_t 
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_copy_d2h");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_copy_d2h", &be);
+	if (r)
+		return r;
 	if (!dst_host || !src_dev)
 		return pm_ctx_error(ctx, -EINVAL, "pm_copy_d2h: NULL %s",
 				    dst_host ? "source" : "destination");
@@ -171,9 +223,9 @@ int pm_event_query(struct pm_ctx *ctx, uint64_t ev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_event_query");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_event_query", &be);
+	if (r)
+		return r;
 	r = be->ops->event_query(be, ev);
 	return r < 0 ? fail(ctx, be, r, "pm_event_query") : r;
 }
@@ -185,9 +237,9 @@ int pm_event_wait(struct pm_ctx *ctx, uint64_t ev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_event_wait");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_event_wait", &be);
+	if (r)
+		return r;
 	r = be->ops->event_wait(be, ev);
 	return r ? fail(ctx, be, r, "pm_event_wait") : 0;
 }
@@ -199,9 +251,31 @@ int pm_event_release(struct pm_ctx *ctx, uint64_t ev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_event_release");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_event_release", &be);
+	if (r)
+		return r;
 	r = be->ops->event_release(be, ev);
 	return r ? fail(ctx, be, r, "pm_event_release") : 0;
+}
+
+int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev)
+{
+	struct pm_backend *be;
+	int r = backend_of(ctx, "pm_event_record_on", &be);
+
+	if (r)
+		return r;
+	r = be->ops->record_on(be, stream, ev);
+	return r ? fail(ctx, be, r, "recording an event on the consumer's stream") : 0;
+}
+
+int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev)
+{
+	struct pm_backend *be;
+	int r = backend_of(ctx, "pm_event_stream_wait", &be);
+
+	if (r)
+		return r;
+	r = be->ops->stream_wait(be, stream, ev);
+	return r ? fail(ctx, be, r, "ordering the consumer's stream after the copy") : 0;
 }

@@ -8,13 +8,16 @@
  * Every op returns 0 or -errno and is safe to call from any thread (each
  * backend serializes internally).  Copies run in submission order on one
  * queue (one non-blocking CUDA stream, one worker thread), so an event covers
- * its copy and every copy queued before it.  An event id is never 0; it
- * stays valid until released, and a released or unknown id is -EINVAL.
+ * its copy and every copy queued before it; record_on names the work queued
+ * so far on a caller's stream instead.  An event id is never 0; it stays
+ * valid until released, and a released or unknown id is -EINVAL.  The cuda
+ * backend runs every CUDA call under its device guard (lib/backend_cuda.c).
  */
 #ifndef PM_BACKEND_H
 #define PM_BACKEND_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,9 +33,17 @@ struct pm_backend_ops {
 	int (*unregister_host)(struct pm_backend *be, void *ptr);
 	int (*dev_alloc)(struct pm_backend *be, size_t len, void **devp);
 	int (*dev_free)(struct pm_backend *be, void *dev);
-	/* Queue a copy; if evp, record an event after it into *evp. */
+	/*
+	 * Queue a copy that starts after event `after` (0: none) completed;
+	 * if evp, record an event after it into *evp.  On failure nothing of
+	 * the copy is left running (it no longer reads src).
+	 */
 	int (*copy_h2d)(struct pm_backend *be, void *dst, const void *src,
-			size_t len, uint64_t *evp);
+			size_t len, uint64_t after, uint64_t *evp);
+	/* Record an event covering the work queued so far on a caller's stream (cuda: cudaStream_t). */
+	int (*record_on)(struct pm_backend *be, void *stream, uint64_t *evp);
+	/* Make a caller's stream wait for ev without blocking (cuda); host: wait for ev. */
+	int (*stream_wait)(struct pm_backend *be, void *stream, uint64_t ev);
 	/* Synchronous device -> host copy after everything queued. */
 	int (*copy_d2h)(struct pm_backend *be, void *dst, const void *src,
 			size_t len);
@@ -51,6 +62,8 @@ struct pm_backend {
 	pthread_mutex_t err_lock;
 	/* Detail of the last failure (e.g. the CUDA error name), "" if none. */
 	char err[160];
+	/* The device's PCI address ("0000:41:00.0"), "" without a device. */
+	char pci_bus_id[32];
 };
 
 /* Set up and tear down the common part (a backend's create and destroy). */
@@ -66,18 +79,36 @@ char *pm_backend_last_error(struct pm_backend *be, char *out, size_t len);
 struct pm_backend_cfg {
 	const char *cuda_library;
 	int cuda_device;
+	const char *root;	/* prefix of the paths probed for a GPU, NULL: "" */
 };
 
 /*
- * Create the backend of that kind.  AUTO tries cuda then host and writes why
- * cuda was not used into note (may be NULL).  NONE sets *bep to NULL.
- * -EOPNOTSUPP: cuda asked for but not built in; -ENODEV: no usable GPU or
- * runtime (note says which).
+ * Create the backend of that kind.  AUTO picks cuda when it works; else host
+ * only when this machine has no NVIDIA GPU (pm_gpu_present), writing why into
+ * note (may be NULL); a GPU that cuda cannot use fails AUTO with -ENODEV and
+ * a sentence on where the runtime was looked for and how to point at one.
+ * NONE sets *bep to NULL.  -EOPNOTSUPP: cuda asked for but not built in;
+ * -ENODEV: no usable GPU or runtime (note says which).
  */
 int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
 		      struct pm_backend **bep, char *note, size_t note_len);
 
 int pm_backend_host_create(struct pm_backend **bep);
+
+/*
+ * Whether an NVIDIA GPU is installed, without the CUDA runtime: entries in
+ * <root>/proc/driver/nvidia/gpus/ or a <root>/dev/nvidia0 device; what was
+ * found goes to what (for sentences).
+ */
+bool pm_gpu_present(const char *root, char *what, size_t len);
+
+/* pm_copy_h2d, starting after event `after` (0: none).  Any thread. */
+int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
+		      size_t len, uint64_t after, uint64_t *ev);
+/* Record an event on a caller's stream; the error goes to the context.  Any thread. */
+int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev);
+/* Order a caller's stream after ev; the error goes to the context.  Any thread. */
+int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev);
 /* Only in builds with PM_HAVE_CUDA. */
 int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			   struct pm_backend **bep, char *note, size_t note_len);

@@ -11,7 +11,19 @@
  * is a cudaEvent (timing disabled) recorded after its copy.  Events are
  * pooled and named by slot index and generation, so a released id is refused
  * rather than aliasing a newer event.
+ *
+ * Device guard: every CUDA call, on whichever thread (the caller's or the
+ * stream's reader), runs with the chosen device's primary context pushed
+ * (cuCtxPushCurrent) and popped after, so the caller's current device is
+ * never changed and no context is ever created on a device the user did not
+ * choose (with CUDA 12, cudaSetDevice alone creates one, so "set, then
+ * restore the caller's device 0" would open a context on GPU 0 from every
+ * rank).  Where the driver calls cannot be resolved, the guard falls back to
+ * cudaGetDevice/cudaSetDevice and restores the caller's device.  The stream
+ * and the events are created up front, under the guard, on the chosen
+ * device.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,7 +38,8 @@
 	X(StreamDestroy) X(StreamSynchronize) X(HostRegister)		\
 	X(HostUnregister) X(Malloc) X(Free) X(MemcpyAsync)		\
 	X(EventCreateWithFlags) X(EventRecord) X(EventQuery)		\
-	X(EventSynchronize) X(EventDestroy) X(GetErrorName)
+	X(EventSynchronize) X(EventDestroy) X(GetErrorName)		\
+	X(StreamWaitEvent) X(GetDevice) X(DeviceGetPCIBusId)
 
 struct cudart {
 	void *dl;
@@ -34,6 +47,28 @@ struct cudart {
 	CUDART_FNS(X)
 #undef X
 };
+
+/* The driver calls of the device guard (libcuda, or the test stand-in). */
+#define CUDRV_FNS(X)							\
+	X(Init, "cuInit") X(DeviceGet, "cuDeviceGet")			\
+	X(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain")		\
+	X(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")		\
+	X(CtxPush, "cuCtxPushCurrent_v2") X(CtxPop, "cuCtxPopCurrent_v2")
+
+struct cudrv {
+	void *dl;		/* libcuda when opened here, NULL otherwise */
+	CUresult (*Init)(unsigned int);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*PrimaryCtxRelease)(CUdevice);
+	CUresult (*CtxPush)(CUcontext);
+	CUresult (*CtxPop)(CUcontext *);
+	CUdevice dev;
+	CUcontext ctx;		/* the retained primary context; NULL: no driver guard */
+};
+
+/* Events made at create; more are made (under the guard) only if needed. */
+#define EVENTS_UP_FRONT 64
 
 struct cuda_event {
 	cudaEvent_t ev;		/* created on first use, reused after release */
@@ -49,6 +84,7 @@ struct cuda_dev {
 struct cuda_be {
 	struct pm_backend be;
 	struct cudart rt;
+	struct cudrv drv;
 	int device;
 	cudaStream_t stream;
 	pthread_mutex_t lock;	/* events, devs, and ordering of stream work */
@@ -99,22 +135,73 @@ static int check(struct cuda_be *c, cudaError_t e, const char *call)
 				c->rt.GetErrorName(e), (int)e);
 }
 
+/* --- the device guard --- */
+
+struct guard {
+	int prev;		/* runtime fallback: the caller's device */
+	bool pushed, set;
+};
+
+/* Make the chosen device's context current for this thread; 0 or -errno. */
+static int guard_enter(struct cuda_be *c, struct guard *g)
+{
+	CUresult cr;
+
+	g->pushed = g->set = false;
+	if (c->drv.ctx) {
+		cr = c->drv.CtxPush(c->drv.ctx);
+		if (cr != CUDA_SUCCESS)
+			return pm_backend_error(&c->be, -EIO, "cuCtxPushCurrent: CUresult %d",
+						(int)cr);
+		g->pushed = true;
+		return 0;
+	}
+	if (check(c, c->rt.GetDevice(&g->prev), "cudaGetDevice"))
+		return -EIO;
+	if (g->prev == c->device)
+		return 0;
+	g->set = true;
+	return check(c, c->rt.SetDevice(c->device), "cudaSetDevice");
+}
+
+/* Give the caller back its context or device. */
+static void guard_exit(struct cuda_be *c, struct guard *g)
+{
+	CUcontext popped;
+
+	if (g->pushed)
+		c->drv.CtxPop(&popped);
+	else if (g->set)
+		c->rt.SetDevice(g->prev);
+}
+
+/* One runtime call inside the guard: 0 or -errno (recorded). */
+#define GUARDED(c, call, name)						\
+	({								\
+		struct guard g_;					\
+		int r_ = guard_enter(c, &g_);				\
+		if (!r_) {						\
+			r_ = check(c, call, name);			\
+			guard_exit(c, &g_);				\
+		}							\
+		r_;							\
+	})
+
+/* --- ops; each runs its CUDA calls inside the guard --- */
+
 static int cuda_register(struct pm_backend *be, void *ptr, size_t len)
 {
 	struct cuda_be *c = cb(be);
-	int r = check(c, c->rt.SetDevice(c->device), "cudaSetDevice");
 
-	if (!r)
-		r = check(c, c->rt.HostRegister(ptr, len, cudaHostRegisterPortable),
-			  "cudaHostRegister");
-	return r;
+	return GUARDED(c, c->rt.HostRegister(ptr, len, cudaHostRegisterPortable),
+		       "cudaHostRegister");
 }
 
 static int cuda_unregister(struct pm_backend *be, void *ptr)
 {
 	struct cuda_be *c = cb(be);
 
-	return check(c, c->rt.HostUnregister(ptr), "cudaHostUnregister");
+	return GUARDED(c, c->rt.HostUnregister(ptr), "cudaHostUnregister");
 }
 
 static int cuda_dev_alloc(struct pm_backend *be, size_t len, void **devp)
@@ -125,9 +212,7 @@ static int cuda_dev_alloc(struct pm_backend *be, size_t len, void **devp)
 
 	if (!d)
 		return pm_backend_error(be, -ENOMEM, "out of memory");
-	r = check(c, c->rt.SetDevice(c->device), "cudaSetDevice");
-	if (!r)
-		r = check(c, c->rt.Malloc(&d->p, len), "cudaMalloc");
+	r = GUARDED(c, c->rt.Malloc(&d->p, len), "cudaMalloc");
 	if (r) {
 		free(d);
 		return r;
@@ -156,34 +241,41 @@ static int cuda_dev_free(struct pm_backend *be, void *dev)
 		return pm_backend_error(be, -EINVAL, "%p is not device memory from pm_dev_alloc",
 					dev);
 	free(d);
-	return check(c, c->rt.Free(dev), "cudaFree");
+	return GUARDED(c, c->rt.Free(dev), "cudaFree");
 }
 
-/* A free event slot (c->lock held); its id in *id. */
+/* Make events n.. up to cap (c->lock held, inside the guard). */
+static int make_events(struct cuda_be *c, size_t cap)
+{
+	struct cuda_event *e = realloc(c->events, cap * sizeof(*e));
+	size_t i;
+
+	if (!e)
+		return pm_backend_error(&c->be, -ENOMEM, "out of memory for events");
+	memset(e + c->nevents, 0, (cap - c->nevents) * sizeof(*e));
+	c->events = e;
+	for (i = c->nevents; i < cap; i++) {
+		if (check(c, c->rt.EventCreateWithFlags(&e[i].ev, cudaEventDisableTiming),
+			  "cudaEventCreateWithFlags")) {
+			c->nevents = i;
+			return c->be.err[0] && strstr(c->be.err, "Memory") ? -ENOMEM : -EIO;
+		}
+	}
+	c->nevents = cap;
+	return 0;
+}
+
+/* A free event slot (c->lock held, inside the guard); its id in *id. */
 static struct cuda_event *get_event(struct cuda_be *c, uint64_t *id)
 {
 	struct cuda_event *e;
-	size_t i, n;
+	size_t i;
 
 	for (i = 0; i < c->nevents && c->events[i].live; i++)
 		;
-	if (i == c->nevents) {
-		n = c->nevents ? c->nevents * 2 : 16;
-		e = realloc(c->events, n * sizeof(*e));
-		if (!e) {
-			pm_backend_error(&c->be, -ENOMEM, "out of memory for events");
-			return NULL;
-		}
-		memset(e + c->nevents, 0, (n - c->nevents) * sizeof(*e));
-		c->events = e;
-		c->nevents = n;
-	}
-	e = &c->events[i];
-	if (!e->ev && check(c, c->rt.EventCreateWithFlags(&e->ev, cudaEventDisableTiming),
-			    "cudaEventCreateWithFlags")) {
-		e->ev = NULL;
+	if (i == c->nevents && make_events(c, c->nevents ? c->nevents * 2 : EVENTS_UP_FRONT))
 		return NULL;
-	}
+	e = &c->events[i];
 	*id = ((uint64_t)(e->gen + 1) << 32) | (i + 1);
 	return e;
 }
@@ -202,32 +294,100 @@ static struct cuda_event *find_event(struct cuda_be *c, uint64_t id)
 	return &c->events[i];
 }
 
-static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
-			 size_t len, uint64_t *evp)
+/* The copy part of cuda_copy_h2d (c->lock held, inside the guard). */
+static int copy_locked(struct cuda_be *c, void *dst, const void *src, size_t len,
+		       uint64_t after, uint64_t *evp)
 {
-	struct cuda_be *c = cb(be);
-	struct cuda_event *e = NULL;
+	struct cuda_event *e = NULL, *a;
 	uint64_t id = 0;
 	int r;
 
-	pthread_mutex_lock(&c->lock);
+	if (after) {
+		a = find_event(c, after);
+		if (!a)
+			return -EINVAL;
+		r = check(c, c->rt.StreamWaitEvent(c->stream, a->ev, 0), "cudaStreamWaitEvent");
+		if (r)
+			return r;
+	}
 	/* Take the event first: a copy must not be queued without its event. */
 	if (evp) {
 		e = get_event(c, &id);
-		if (!e) {
-			pthread_mutex_unlock(&c->lock);
+		if (!e)
 			return -ENOMEM;
-		}
 	}
 	r = check(c, c->rt.MemcpyAsync(dst, src, len, cudaMemcpyHostToDevice, c->stream),
 		  "cudaMemcpyAsync");
-	if (!r && e)
-		r = check(c, c->rt.EventRecord(e->ev, c->stream), "cudaEventRecord");
-	if (!r && e) {
+	if (r || !e)
+		return r;
+	r = check(c, c->rt.EventRecord(e->ev, c->stream), "cudaEventRecord");
+	if (r) {
+		/*
+		 * The copy is queued but nothing will say when it is done: wait
+		 * for it here (error path only), so the caller may reuse src.
+		 */
+		c->rt.StreamSynchronize(c->stream);
+		return r;
+	}
+	e->live = true;
+	*evp = id;
+	return 0;
+}
+
+static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
+			 size_t len, uint64_t after, uint64_t *evp)
+{
+	struct cuda_be *c = cb(be);
+	struct guard g;
+	int r = guard_enter(c, &g);
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&c->lock);
+	r = copy_locked(c, dst, src, len, after, evp);
+	pthread_mutex_unlock(&c->lock);
+	guard_exit(c, &g);
+	return r;
+}
+
+static int cuda_record_on(struct pm_backend *be, void *stream, uint64_t *evp)
+{
+	struct cuda_be *c = cb(be);
+	struct cuda_event *e;
+	struct guard g;
+	uint64_t id;
+	int r = guard_enter(c, &g);
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&c->lock);
+	e = get_event(c, &id);
+	r = e ? check(c, c->rt.EventRecord(e->ev, (cudaStream_t)stream), "cudaEventRecord")
+	      : -ENOMEM;
+	if (!r) {
 		e->live = true;
 		*evp = id;
 	}
 	pthread_mutex_unlock(&c->lock);
+	guard_exit(c, &g);
+	return r;
+}
+
+static int cuda_stream_wait(struct pm_backend *be, void *stream, uint64_t id)
+{
+	struct cuda_be *c = cb(be);
+	struct cuda_event *e;
+	struct guard g;
+	int r = guard_enter(c, &g);
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&c->lock);
+	e = find_event(c, id);
+	r = e ? check(c, c->rt.StreamWaitEvent((cudaStream_t)stream, e->ev, 0),
+		      "cudaStreamWaitEvent") : -EINVAL;
+	pthread_mutex_unlock(&c->lock);
+	guard_exit(c, &g);
 	return r;
 }
 
@@ -235,14 +395,18 @@ static int cuda_copy_d2h(struct pm_backend *be, void *dst, const void *src,
 			 size_t len)
 {
 	struct cuda_be *c = cb(be);
-	int r;
+	struct guard g;
+	int r = guard_enter(c, &g);
 
+	if (r)
+		return r;
 	pthread_mutex_lock(&c->lock);
 	r = check(c, c->rt.MemcpyAsync(dst, src, len, cudaMemcpyDeviceToHost, c->stream),
 		  "cudaMemcpyAsync");
 	pthread_mutex_unlock(&c->lock);
 	if (!r)
 		r = check(c, c->rt.StreamSynchronize(c->stream), "cudaStreamSynchronize");
+	guard_exit(c, &g);
 	return r;
 }
 
@@ -251,18 +415,22 @@ static int cuda_event_query(struct pm_backend *be, uint64_t id)
 	struct cuda_be *c = cb(be);
 	struct cuda_event *e;
 	cudaError_t err;
-	int r;
+	struct guard g;
+	int r = guard_enter(c, &g);
 
+	if (r)
+		return r;
 	pthread_mutex_lock(&c->lock);
 	e = find_event(c, id);
 	if (!e) {
-		pthread_mutex_unlock(&c->lock);
-		return -EINVAL;
+		r = -EINVAL;
+	} else {
+		err = c->rt.EventQuery(e->ev);
+		r = err == cudaErrorNotReady ? 0 : err == cudaSuccess ? 1 :
+		    check(c, err, "cudaEventQuery");
 	}
-	err = c->rt.EventQuery(e->ev);
-	r = err == cudaErrorNotReady ? 0 : err == cudaSuccess ? 1 :
-	    check(c, err, "cudaEventQuery");
 	pthread_mutex_unlock(&c->lock);
+	guard_exit(c, &g);
 	return r;
 }
 
@@ -279,7 +447,7 @@ static int cuda_event_wait(struct pm_backend *be, uint64_t id)
 	if (!e)
 		return -EINVAL;
 	/* Outside the lock: other threads keep queueing copies meanwhile. */
-	return check(c, c->rt.EventSynchronize(ev), "cudaEventSynchronize");
+	return GUARDED(c, c->rt.EventSynchronize(ev), "cudaEventSynchronize");
 }
 
 static int cuda_event_release(struct pm_backend *be, uint64_t id)
@@ -300,21 +468,28 @@ static int cuda_event_release(struct pm_backend *be, uint64_t id)
 static void cuda_teardown(struct cuda_be *c)
 {
 	struct cuda_dev *d;
+	struct guard g;
 	size_t i;
 
-	if (c->stream) {
-		c->rt.StreamSynchronize(c->stream);
-		c->rt.StreamDestroy(c->stream);
-	}
-	for (i = 0; i < c->nevents; i++)
-		if (c->events[i].ev)
+	if (c->rt.dl && !guard_enter(c, &g)) {
+		if (c->stream) {
+			c->rt.StreamSynchronize(c->stream);
+			c->rt.StreamDestroy(c->stream);
+		}
+		for (i = 0; i < c->nevents; i++)
 			c->rt.EventDestroy(c->events[i].ev);
-	while ((d = c->devs)) {
-		c->devs = d->next;
-		c->rt.Free(d->p);
-		free(d);
+		while ((d = c->devs)) {
+			c->devs = d->next;
+			c->rt.Free(d->p);
+			free(d);
+		}
+		guard_exit(c, &g);
 	}
+	if (c->drv.ctx)
+		c->drv.PrimaryCtxRelease(c->drv.dev);
 	free(c->events);
+	if (c->drv.dl)
+		dlclose(c->drv.dl);
 	if (c->rt.dl)
 		dlclose(c->rt.dl);
 	pthread_mutex_destroy(&c->lock);
@@ -338,6 +513,8 @@ static const struct pm_backend_ops cuda_ops = {
 	.event_query = cuda_event_query,
 	.event_wait = cuda_event_wait,
 	.event_release = cuda_event_release,
+	.record_on = cuda_record_on,
+	.stream_wait = cuda_stream_wait,
 	.destroy = cuda_destroy,
 };
 
@@ -352,22 +529,26 @@ static int load_cudart(struct cudart *rt, const char *path, char *note, size_t l
 		"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
 		"libcudart.so", PM_CUDA_LIBDIR "/libcudart.so",
 	};
-	const char *missing = NULL;
+	const char *missing = NULL, *from = "";
 	size_t i;
 
-	if (!path)
+	if (!path) {
 		path = getenv("PINMEM_CUDART");
+		from = " named by PINMEM_CUDART";
+	}
 	if (path && *path) {
 		rt->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 		if (!rt->dl) {
-			snprintf(note, len, "cannot load the CUDA runtime: %s", dlerror());
+			snprintf(note, len, "cannot load the CUDA runtime%s: %s", from, dlerror());
 			return -ENODEV;
 		}
 	} else {
 		for (i = 0; i < sizeof(names) / sizeof(names[0]) && !rt->dl; i++)
 			rt->dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 		if (!rt->dl) {
-			snprintf(note, len, "no CUDA runtime (libcudart.so) found");
+			snprintf(note, len,
+				 "no CUDA runtime found (looked for libcudart.so.13, .12, .11.0 and libcudart.so on the library path, and %s/libcudart.so)",
+				 PM_CUDA_LIBDIR);
 			return -ENODEV;
 		}
 	}
@@ -385,10 +566,36 @@ static int load_cudart(struct cudart *rt, const char *path, char *note, size_t l
 	return 0;
 }
 
+/*
+ * The driver calls of the guard, from the runtime's own library (the test
+ * stand-in has them) or from libcuda, which the runtime has loaded by now.
+ * Without them the guard falls back to the runtime's device calls.
+ */
+static void load_driver(struct cuda_be *c)
+{
+	struct cudrv *d = &c->drv;
+	void *h = c->rt.dl;
+	bool ok = true;
+
+	if (!dlsym(h, "cuCtxPushCurrent_v2")) {
+		d->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+		h = d->dl;
+	}
+	if (!h)
+		return;
+#define X(n, sym) ok = ok && (*(void **)&d->n = dlsym(h, sym)) != NULL;
+	CUDRV_FNS(X)
+#undef X
+	if (!ok || d->Init(0) != CUDA_SUCCESS || d->DeviceGet(&d->dev, c->device) != CUDA_SUCCESS ||
+	    d->PrimaryCtxRetain(&d->ctx, d->dev) != CUDA_SUCCESS)
+		d->ctx = NULL;
+}
+
 int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			   struct pm_backend **bep, char *note, size_t note_len)
 {
 	struct cuda_be *c = calloc(1, sizeof(*c));
+	struct guard g;
 	cudaError_t e;
 	int n = 0, r;
 
@@ -411,13 +618,26 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			 "no CUDA device (device %d asked for)", c->device, n);
 		goto fail;
 	}
-	r = check(c, c->rt.SetDevice(c->device), "cudaSetDevice");
-	if (!r)
+	load_driver(c);
+	r = guard_enter(c, &g);
+	if (!r) {
 		r = check(c, c->rt.StreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
 			  "cudaStreamCreateWithFlags");
+		if (r)
+			c->stream = NULL;
+		if (!r) {
+			pthread_mutex_lock(&c->lock);
+			r = make_events(c, EVENTS_UP_FRONT);
+			pthread_mutex_unlock(&c->lock);
+		}
+		/* for NUMA placement; without it buffers are simply not placed */
+		if (!r && c->rt.DeviceGetPCIBusId(c->be.pci_bus_id, sizeof(c->be.pci_bus_id),
+						  c->device) != cudaSuccess)
+			c->be.pci_bus_id[0] = '\0';
+		guard_exit(c, &g);
+	}
 	if (r) {
 		snprintf(note, note_len, "%s", c->be.err);
-		c->stream = NULL;
 		goto fail;
 	}
 	*bep = &c->be;

@@ -24,6 +24,12 @@ struct host_job {
 	size_t len;
 };
 
+/* An event is complete once the copies up to seq have run. */
+struct host_event {
+	uint64_t id;
+	uint64_t seq;
+};
+
 struct host_be {
 	struct pm_backend be;
 	pthread_mutex_t lock;
@@ -33,8 +39,9 @@ struct host_be {
 	struct host_job *q;		/* ring of queued copies */
 	size_t qcap, qhead, qlen;
 	uint64_t submitted, completed;	/* copy sequence numbers, from 1 */
-	uint64_t *events;		/* live event ids (the copy's sequence) */
+	struct host_event *events;	/* live events */
 	size_t nevents, evcap;
+	uint64_t next_id;		/* event ids, from 1 */
 	struct host_range *devs;	/* dev_alloc'd memory */
 	struct host_range *regs;	/* registered host memory */
 };
@@ -218,13 +225,27 @@ static int grow_queue(struct host_be *h)
 	return 0;
 }
 
+/* A new live event complete when copy seq has run (h->lock held, room made). */
+static uint64_t add_event(struct host_be *h, uint64_t seq)
+{
+	h->events[h->nevents++] = (struct host_event){ ++h->next_id, seq };
+	return h->next_id;
+}
+
+static ssize_t find_event(struct host_be *h, uint64_t ev);
+
 static int host_copy_h2d(struct pm_backend *be, void *dst, const void *src,
-			 size_t len, uint64_t *evp)
+			 size_t len, uint64_t after, uint64_t *evp)
 {
 	struct host_be *h = hb(be);
 	int r = 0;
 
 	pthread_mutex_lock(&h->lock);
+	/* One queue runs in order: whatever `after` covers runs first anyway. */
+	if (after && find_event(h, after) < 0) {
+		r = -EINVAL;
+		goto out;
+	}
 	if (!find_range(h->devs, dst, len)) {
 		r = pm_backend_error(be, -EINVAL,
 				     "destination %p + %zu is not inside device memory from pm_dev_alloc",
@@ -240,10 +261,8 @@ static int host_copy_h2d(struct pm_backend *be, void *dst, const void *src,
 	h->q[(h->qhead + h->qlen) % h->qcap] = (struct host_job){ dst, src, len };
 	h->qlen++;
 	h->submitted++;
-	if (evp) {
-		h->events[h->nevents++] = h->submitted;
-		*evp = h->submitted;
-	}
+	if (evp)
+		*evp = add_event(h, h->submitted);
 	pthread_cond_signal(&h->work);
 out:
 	pthread_mutex_unlock(&h->lock);
@@ -275,7 +294,7 @@ static ssize_t find_event(struct host_be *h, uint64_t ev)
 	size_t i;
 
 	for (i = 0; i < h->nevents; i++)
-		if (h->events[i] == ev)
+		if (h->events[i].id == ev)
 			return (ssize_t)i;
 	pm_backend_error(&h->be, -EINVAL, "event %llu is unknown or released",
 			 (unsigned long long)ev);
@@ -287,8 +306,11 @@ static int host_event_query(struct pm_backend *be, uint64_t ev)
 	struct host_be *h = hb(be);
 	int r;
 
+	ssize_t i;
+
 	pthread_mutex_lock(&h->lock);
-	r = find_event(h, ev) < 0 ? -EINVAL : h->completed >= ev;
+	i = find_event(h, ev);
+	r = i < 0 ? -EINVAL : h->completed >= h->events[i].seq;
 	pthread_mutex_unlock(&h->lock);
 	return r;
 }
@@ -296,16 +318,46 @@ static int host_event_query(struct pm_backend *be, uint64_t ev)
 static int host_event_wait(struct pm_backend *be, uint64_t ev)
 {
 	struct host_be *h = hb(be);
+	ssize_t i;
+	uint64_t seq;
 	int r = 0;
 
 	pthread_mutex_lock(&h->lock);
-	if (find_event(h, ev) < 0)
+	i = find_event(h, ev);
+	if (i < 0) {
 		r = -EINVAL;
-	else
-		while (h->completed < ev)
+	} else {
+		seq = h->events[i].seq;
+		while (h->completed < seq)
 			pthread_cond_wait(&h->done, &h->lock);
+	}
 	pthread_mutex_unlock(&h->lock);
 	return r;
+}
+
+/*
+ * There are no device streams here: a consumer's work on the host is done
+ * when it releases, so the event covers the copies queued so far.
+ */
+static int host_record_on(struct pm_backend *be, void *stream, uint64_t *evp)
+{
+	struct host_be *h = hb(be);
+	int r = 0;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->nevents == h->evcap &&
+	    grow((void **)&h->events, &h->evcap, sizeof(*h->events)))
+		r = pm_backend_error(be, -ENOMEM, "out of memory for an event");
+	else
+		*evp = add_event(h, h->submitted);
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+/* The caller's "stream" is the caller: wait here. */
+static int host_stream_wait(struct pm_backend *be, void *stream, uint64_t ev)
+{
+	return host_event_wait(be, ev);
 }
 
 static int host_event_release(struct pm_backend *be, uint64_t ev)
@@ -364,6 +416,8 @@ static const struct pm_backend_ops host_ops = {
 	.event_query = host_event_query,
 	.event_wait = host_event_wait,
 	.event_release = host_event_release,
+	.record_on = host_record_on,
+	.stream_wait = host_stream_wait,
 	.destroy = host_destroy,
 };
 

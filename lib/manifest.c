@@ -27,10 +27,10 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* open(O_RDONLY), or -errno with "path: reason" in err. */
-static int open_ro(const char *path, char *err, size_t errlen)
+/* open(O_RDONLY | flags), or -errno with "path: reason" in err. */
+static int open_ro(const char *path, int flags, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
 
 	if (fd < 0) {
 		fd = -errno;
@@ -61,13 +61,18 @@ void pm_manifest_destroy(struct pm_manifest *m)
 	free(m);
 }
 
-static uint32_t path_hash(const char *s)
+static uint32_t path_hash_len(const char *s, size_t len)
 {
 	uint32_t h = 2166136261u;	/* FNV-1a */
 
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
+	for (size_t k = 0; k < len; k++)
+		h = (h ^ (unsigned char)s[k]) * 16777619u;
 	return h;
+}
+
+static uint32_t path_hash(const char *s)
+{
+	return path_hash_len(s, strlen(s));
 }
 
 static int hash_grow(struct pm_manifest *m)
@@ -88,6 +93,24 @@ static int hash_grow(struct pm_manifest *m)
 	m->hash = h;
 	m->hash_size = size;
 	return 0;
+}
+
+int pm_manifest_find(const struct pm_manifest *m, const char *path, size_t len,
+		     uint32_t *idp)
+{
+	uint32_t i;
+
+	if (!m->hash_size)
+		return -ENOENT;
+	for (i = path_hash_len(path, len) & (m->hash_size - 1); m->hash[i]; i = (i + 1) & (m->hash_size - 1)) {
+		const char *p = m->paths[m->hash[i] - 1];
+
+		if (!strncmp(p, path, len) && !p[len]) {
+			*idp = m->hash[i] - 1;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 /* The id of path, adding it when new. */
@@ -206,7 +229,8 @@ int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 	uint64_t off, size;
 	int fd, ret;
 
-	fd = open_ro(path, err, errlen);
+	/* O_NONBLOCK: opening a FIFO with no writer would wait forever */
+	fd = open_ro(path, O_NONBLOCK, err, errlen);
 	if (fd < 0)
 		return fd;
 	ret = fstat(fd, &st) ? -errno : 0;
@@ -221,14 +245,14 @@ int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 	if (S_ISBLK(st.st_mode)) {
 		off_t end;
 
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		end = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
 		if (fd >= 0)
 			close(fd);
 		size = end > 0 ? (uint64_t)end : 0;
 	}
 	if (!size)
-		return fail(err, errlen, "%s: empty file, no items", path);
+		return 0;	/* no bytes, no items: the caller tells by the count */
 	if (!item_bytes)
 		item_bytes = size;
 	for (off = 0; off < size; off += item_bytes) {
@@ -475,7 +499,7 @@ int pm_manifest_load(struct pm_manifest *m, const char *path, char *err,
 	size_t len = 0, cap = 0;
 	int fd, ret;
 
-	fd = open_ro(path, err, errlen);
+	fd = open_ro(path, 0, err, errlen);
 	if (fd < 0)
 		return fd;
 	for (;;) {

@@ -25,4 +25,8 @@ struct pm_manifest {
 	uint32_t hash_size;	/* power of two, > 2 * npaths */
 };
 
+/* The id of the path made of len bytes at path; -ENOENT when not in m. */
+int pm_manifest_find(const struct pm_manifest *m, const char *path, size_t len,
+		     uint32_t *idp);
+
 #endif

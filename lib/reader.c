@@ -5,6 +5,7 @@
  * the same binary runs on 5.x and 6.x kernels.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@ int pm_reader_init(struct pm_reader *r, unsigned int qd)
 	if (ret)
 		return ret;
 	r->flags = r->ring.flags;
+	r->cqe_skip = r->ring.features & IORING_FEAT_CQE_SKIP;
 	r->ring_ok = true;
 	return 0;
 }
@@ -65,6 +67,15 @@ void pm_reader_register_files(struct pm_reader *r, const int *fds, unsigned int 
 		note(r, "plain file descriptors: registering files failed", ret);
 	else
 		r->files_registered = true;
+}
+
+int pm_reader_register_table(struct pm_reader *r, unsigned int n)
+{
+	int ret = io_uring_register_files_sparse(&r->ring, n);
+
+	if (!ret)
+		r->files_registered = true;
+	return ret;
 }
 
 void pm_reader_register_buf(struct pm_reader *r, struct pm_buf *buf, size_t unit)
@@ -110,18 +121,32 @@ int pm_reader_buf_index(const struct pm_reader *r, const void *addr, size_t len)
 	return -1;
 }
 
+/* Tags the open of a read in user_data; pm_read is at least 8-byte aligned. */
+#define OPEN_TAG 1
+
 void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	struct io_uring_sqe *sqe;
 	char *dst = rd->dst + rd->done;
 	uint32_t len = rd->len - rd->done;
 
-	if (!sqe) {
-		/* the ring has qd entries and the caller keeps inflight < qd */
+	/* the ring has qd entries and the caller keeps inflight < qd; an open and its read go together */
+	if (io_uring_sq_space_left(&r->ring) < (rd->open_path ? 2u : 1u)) {
 		io_uring_submit(&r->ring);
 		r->queued = 0;
-		sqe = io_uring_get_sqe(&r->ring);
 	}
+	if (rd->open_path) {
+		sqe = io_uring_get_sqe(&r->ring);
+		/* a direct descriptor: no fd used, the read finds it by index once it is open */
+		io_uring_prep_openat_direct(sqe, AT_FDCWD, rd->open_path, O_RDONLY, 0,
+					    (unsigned int)rd->fd);
+		sqe->flags |= IOSQE_IO_LINK | (r->cqe_skip ? IOSQE_CQE_SKIP_SUCCESS : 0);
+		io_uring_sqe_set_data(sqe, (char *)rd + OPEN_TAG);
+		rd->open_path = NULL;
+		rd->open_err = 0;
+		r->queued++;
+	}
+	sqe = io_uring_get_sqe(&r->ring);
 	if (rd->buf_index >= 0)
 		io_uring_prep_read_fixed(sqe, rd->fd, dst, len, rd->off + rd->done,
 					 rd->buf_index);
@@ -160,6 +185,8 @@ int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr)
 
 int pm_read_complete(struct pm_read *rd, int res)
 {
+	if (rd->open_err)
+		return rd->open_err;	/* the read itself was cancelled */
 	if (res == -EAGAIN || res == -EINTR) {
 		rd->resubmits++;
 		return 1;
@@ -185,10 +212,27 @@ int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg)
 	unsigned int head, n = 0;
 
 	io_uring_for_each_cqe(&r->ring, head, cqe) {
-		struct pm_read *rd = io_uring_cqe_get_data(cqe);
-		int ret = pm_read_complete(rd, cqe->res);
+		uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
+		struct pm_read *rd = (struct pm_read *)(ud & ~(uintptr_t)OPEN_TAG);
+		int ret;
 
 		n++;
+		if (ud & OPEN_TAG) {
+			if (cqe->res >= 0)
+				continue;
+			rd->open_err = cqe->res;
+			/*
+			 * A link head with CQE_SKIP_SUCCESS that fails takes
+			 * its cancelled links' completions with it; without
+			 * the flag the read's -ECANCELED comes next.
+			 */
+			if (r->cqe_skip) {
+				r->inflight--;
+				done(arg, rd, rd->open_err);
+			}
+			continue;
+		}
+		ret = pm_read_complete(rd, cqe->res);
 		r->inflight--;
 		if (ret == 1)
 			pm_reader_queue(r, rd);

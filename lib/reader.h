@@ -18,6 +18,8 @@ struct pm_buf;
 struct pm_read {
 	int fd;			/* file descriptor, or registered index when fixed_file */
 	bool fixed_file;
+	const char *open_path;	/* open this path into table entry fd first (linked; fixed_file) */
+	int open_err;		/* -errno of that open when it failed */
 	int buf_index;		/* registered buffer, -1: plain read */
 	uint32_t align;		/* O_DIRECT alignment, 0 for buffered reads */
 	uint64_t off;		/* file offset of byte 0 of the read */
@@ -39,6 +41,7 @@ struct pm_reader {
 	unsigned int inflight;		/* reads the kernel holds */
 	unsigned int queued;		/* SQEs not yet submitted */
 	bool files_registered;
+	bool cqe_skip;			/* IOSQE_CQE_SKIP_SUCCESS works */
 	bool bufs_registered;
 	struct pm_buf *buf;
 	struct iovec *iov;		/* layout of the registered buffer */
@@ -53,6 +56,8 @@ typedef void (*pm_read_done_fn)(void *arg, struct pm_read *rd, int res);
 int pm_reader_init(struct pm_reader *r, unsigned int qd);
 /* Register fds (-1 entries allowed); on failure reads use plain fds (noted). */
 void pm_reader_register_files(struct pm_reader *r, const int *fds, unsigned int n);
+/* Register an empty table of n files for reads with open_path; -errno. */
+int pm_reader_register_table(struct pm_reader *r, unsigned int n);
 /* Register buf in iovecs that are a multiple of unit; on failure reads are not fixed (noted). */
 void pm_reader_register_buf(struct pm_reader *r, struct pm_buf *buf, size_t unit);
 /* Registered buffer index holding [addr, addr + len), -1 when none. */
@@ -63,7 +68,7 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd);
 int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr);
 /* Handle every available completion; calls done for reads that finished. */
 int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg);
-/* Account a completion of rd: 0 done, 1 resubmit the rest, -errno failed (-ENODATA: end of file first). */
+/* Account a completion of rd: 0 done, 1 resubmit the rest, -errno failed (-ENODATA: end of file first; its open's error when that failed). */
 int pm_read_complete(struct pm_read *rd, int res);
 /* Unregister and close the ring (after every read completed). */
 void pm_reader_exit(struct pm_reader *r);

@@ -3,11 +3,14 @@
  * Streams: a ring of pinned slots that recycles itself.
  *
  * A slot goes FREE -> READING (reader thread owns it, reads in flight) ->
- * COPYING (device copy queued) or READY (no backend) or FAILED -> HELD (the
- * consumer has it) -> FREE.  The consumer waits for the copy's event before
- * it gets the batch, so a slot can only become FREE again after its copy
- * completed and its consumer released it: nothing ever reads into a slot the
- * consumer or the device still uses.
+ * COPYING (device copy queued) or READY (no copy) or FAILED -> HELD (the
+ * consumer has it) -> FREE.  A FREE slot is read into again only once its
+ * last copy's event fired (PM_HANDOFF_QUEUED hands batches out before that)
+ * and, in PM_HANDOFF_HOST, once the event of pm_stream_release_on fired (the
+ * consumer's own copy reads the slot); in the other modes that event orders
+ * the next copy into the device buffer on the device instead
+ * (cudaStreamWaitEvent), so the consumer never blocks.  Nothing ever writes
+ * into a slot the consumer or the device still uses.
  *
  * The reader thread owns the io_uring (SINGLE_ISSUER), every slot in READING
  * state and the plan cursor; s->lock guards state changes and counters.
@@ -19,16 +22,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "crc32c.h"
 #include "ctx.h"
 #include "plan.h"
 #include "reader.h"
+#include "stream_files.h"
 #include "stream_hist.h"
 
 #define DEF_SLOTS	4
@@ -38,13 +41,6 @@
 #define MAX_SLOTS	4096
 #define MAX_QD		4096
 #define ERRLEN		384
-
-#ifndef PROC_SUPER_MAGIC
-#define PROC_SUPER_MAGIC	0x9fa0
-#endif
-#ifndef SYSFS_MAGIC
-#define SYSFS_MAGIC		0x62656572
-#endif
 
 enum slot_state {
 	SLOT_FREE,
@@ -68,18 +64,10 @@ struct slot {
 	bool issued;		/* every read queued (or the batch failed) */
 	int err;
 	char errmsg[ERRLEN];
-	uint64_t ev;
+	uint64_t ev;		/* the copy's event; kept until it fired */
+	uint64_t rel_ev;	/* pm_stream_release_on's event, until it is waited for */
 	bool copy_done;
 	uint64_t t_read0, t_copy0;
-};
-
-struct file {
-	int fd;
-	uint32_t align;		/* O_DIRECT alignment, 0: buffered */
-	bool size_known;
-	uint64_t size;
-	int open_err;
-	char note[ERRLEN];
 };
 
 struct pm_stream {
@@ -88,11 +76,10 @@ struct pm_stream {
 	struct pm_stream_opts o;
 	struct pm_plan plan;
 	bool backend;
+	bool copies;		/* a backend and a device buffer per slot (not PM_HANDOFF_HOST) */
+	bool slot_pending;	/* a FREE slot waits for an event: the reader polls */
 
-	uint32_t nfiles;
-	struct file *files;
-	int *fds;
-	uint32_t *align;
+	struct pm_stream_files fs;	/* s->fs.align: per path, for the plan */
 
 	struct pm_buf *buf;
 	uint64_t slot_bytes, stride;
@@ -185,93 +172,56 @@ static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
 		 (unsigned long long)it->length, what, strerror(-err));
 }
 
-/* --- files --- */
-
-static int open_file(struct pm_stream *s, uint32_t id, char *err, size_t errlen)
-{
-	struct file *f = &s->files[id];
-	const char *path = s->m->paths[id];
-	struct statx stx;
-	struct statfs sfs;
-	int fd, ret;
-
-	f->fd = -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s%s", path, strerror(-ret),
-			 ret == -EMFILE ? " (raise the open files limit, ulimit -n)" : "");
-		return ret;
-	}
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_DIOALIGN, &stx)) {
-		ret = -errno;
-		close(fd);
-		snprintf(err, errlen, "%s: statx: %s", path, strerror(-ret));
-		return ret;
-	}
-	if (S_ISDIR(stx.stx_mode)) {
-		close(fd);
-		snprintf(err, errlen, "%s: is a directory", path);
-		return -EISDIR;
-	}
-	/* pseudo files (procfs, sysfs) report size 0 whatever they hold */
-	f->size_known = S_ISREG(stx.stx_mode) && !(fstatfs(fd, &sfs) == 0 &&
-		(sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC));
-	f->size = stx.stx_size;
-	f->fd = fd;
-	f->align = 0;
-
-	if (s->o.direct == PM_DIRECT_OFF) {
-		snprintf(f->note, sizeof(f->note), "buffered: O_DIRECT turned off");
-		return 0;
-	}
-	if (!S_ISREG(stx.stx_mode) && !S_ISBLK(stx.stx_mode)) {
-		snprintf(f->note, sizeof(f->note), "buffered: not a regular file");
-	} else if (!f->size_known && S_ISREG(stx.stx_mode)) {
-		snprintf(f->note, sizeof(f->note), "buffered: pseudo file system");
-	} else if ((stx.stx_mask & STATX_DIOALIGN) && !stx.stx_dio_offset_align) {
-		snprintf(f->note, sizeof(f->note),
-			 "buffered: the file system has no O_DIRECT for it (statx DIOALIGN)");
-	} else {
-		uint32_t a;
-		int dfd;
-
-		if (stx.stx_mask & STATX_DIOALIGN)
-			a = stx.stx_dio_offset_align > stx.stx_dio_mem_align ?
-			    stx.stx_dio_offset_align : stx.stx_dio_mem_align;
-		else
-			a = stx.stx_blksize ? stx.stx_blksize : 4096;
-		if (a & (a - 1) || a > (1u << 20)) {
-			snprintf(f->note, sizeof(f->note),
-				 "buffered: O_DIRECT alignment %u is not usable", a);
-		} else {
-			dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-			if (dfd < 0) {
-				snprintf(f->note, sizeof(f->note),
-					 "buffered: O_DIRECT open failed: %s", strerror(errno));
-			} else {
-				close(fd);
-				f->fd = dfd;
-				f->align = a < 512 ? 512 : a;
-				f->note[0] = 0;
-			}
-		}
-	}
-	if (!f->align && s->o.direct == PM_DIRECT_ON) {
-		snprintf(err, errlen, "%s: O_DIRECT asked for but not possible: %s",
-			 path, f->note + strlen("buffered: "));
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* --- reader thread --- */
 
+/* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
+/*
+ * A copy that failed after its batch was handed over (PM_HANDOFF_QUEUED: the
+ * consumer never waited for it) stops the stream with its error, so bad
+ * bytes never pass unreported (s->lock held).
+ */
+static void copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
+{
+	if (s->o.handoff != PM_HANDOFF_QUEUED || s->sticky_err)
+		return;
+	s->sticky_err = err;
+	s->halt = true;
+	snprintf(s->err, sizeof(s->err),
+		 "batch %llu: its copy to the device failed after it was handed over (PM_HANDOFF_QUEUED): %s",
+		 (unsigned long long)sl->b.seq, pm_ctx_last_error(s->ctx));
+	pthread_cond_broadcast(&s->consumer_cv);
+}
+
+static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
+{
+	int r;
+
+	if (!*ev)
+		return true;
+	r = pm_event_query(s->ctx, *ev);
+	if (!r)
+		return false;
+	if (r < 0 && ev == &sl->ev)
+		copy_failed_late(s, sl, r);
+	pm_event_release(s->ctx, *ev);
+	*ev = 0;
+	return true;
+}
+
+/* A FREE slot nothing reads any more: its copy done, in HOST mode its consumer too. */
 static struct slot *free_slot(struct pm_stream *s)
 {
-	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->slots[i].state == SLOT_FREE)
-			return &s->slots[i];
+	s->slot_pending = false;
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (sl->state != SLOT_FREE)
+			continue;
+		if (event_passed(s, sl, &sl->ev) &&
+		    (s->copies || event_passed(s, sl, &sl->rel_ev)))
+			return sl;
+		s->slot_pending = true;
+	}
 	return NULL;
 }
 
@@ -331,10 +281,16 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		snprintf(sl->errmsg, sizeof(sl->errmsg), "batch %llu: stream stopped",
 			 (unsigned long long)sl->b.seq);
 	}
-	if (!sl->err && s->backend) {
+	if (!sl->err && s->copies) {
 		sl->copy_done = false;
 		sl->t_copy0 = now_ns();
-		ret = pm_copy_h2d(s->ctx, sl->b.dev, sl->b.host, sl->b.span, &sl->ev);
+		/* after the consumer's work on the previous batch in this device buffer */
+		ret = pm_copy_h2d_after(s->ctx, sl->b.dev, sl->b.host, sl->b.span,
+					sl->rel_ev, &sl->ev);
+		if (!ret && sl->rel_ev) {
+			pm_event_release(s->ctx, sl->rel_ev);
+			sl->rel_ev = 0;
+		}
 		if (ret) {
 			sl->err = ret;
 			sl->ev = 0;
@@ -350,7 +306,7 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		pm_hist_add(&s->read_hist, t - sl->t_read0);
 		s->read_bytes += sl->b.span;
 	}
-	sl->state = sl->err ? SLOT_FAILED : s->backend ? SLOT_COPYING : SLOT_READY;
+	sl->state = sl->err ? SLOT_FAILED : s->copies ? SLOT_COPYING : SLOT_READY;
 	if (sl->err && s->o.on_error == PM_ON_ERROR_STOP)
 		s->halt = true;		/* batches before this one still arrive */
 	pthread_cond_broadcast(&s->consumer_cv);
@@ -363,10 +319,14 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 	struct pm_stream *s = arg;
 	struct slot *sl = rd->owner;
 
+	if (s->fs.lazy)
+		pm_sfiles_put(&s->fs, sl->items[rd->owner_item].path_id, rd->open_err != 0);
 	if (res) {
 		const struct pm_batch_item *it = &sl->items[rd->owner_item];
 
-		if (res == -ENODATA)
+		if (rd->open_err)
+			item_fail(s, sl, rd->owner_item, res, "cannot open the file");
+		else if (res == -ENODATA)
 			item_fail(s, sl, rd->owner_item, res,
 				  "end of file at or after offset %llu before the item's end at %llu (file shrank or item past end of file)",
 				  (unsigned long long)(rd->off + rd->done),
@@ -415,14 +375,14 @@ static void readahead_batch(struct pm_stream *s, struct slot *sl)
 	for (uint32_t i = 0; i <= sl->b.nitems; i++) {
 		const struct pm_batch_item *it = i < sl->b.nitems ? &sl->items[i] : NULL;
 
-		if (it && s->files[it->path_id].align)
+		if (it && (s->fs.f[it->path_id].align || s->fs.lazy))
 			continue;
 		if (it && it->path_id == path && it->file_offset == end) {
 			end += it->length;
 			continue;
 		}
-		if (path != UINT32_MAX && !cached(s->files[path].fd, start, end))
-			posix_fadvise(s->files[path].fd, (off_t)start, (off_t)(end - start),
+		if (path != UINT32_MAX && !cached(s->fs.f[path].fd, start, end))
+			posix_fadvise(s->fs.f[path].fd, (off_t)start, (off_t)(end - start),
 				      POSIX_FADV_WILLNEED);
 		if (!it)
 			break;
@@ -449,7 +409,7 @@ static bool batch_start(struct pm_stream *s)
 		pm_plan_epoch(&s->plan, ++s->epoch);
 		s->pos = 0;
 	}
-	k = pm_plan_batch(&s->plan, s->pos, s->align, s->slot_bytes,
+	k = pm_plan_batch(&s->plan, s->pos, s->fs.align, s->slot_bytes,
 			  s->o.batch_items, &span);
 	dev = sl->b.dev;
 	memset(&sl->b, 0, sizeof(sl->b));
@@ -464,7 +424,6 @@ static bool batch_start(struct pm_stream *s)
 	sl->next_item = 0;
 	sl->next_rel = 0;
 	sl->issued = false;
-	sl->ev = 0;
 	sl->t_read0 = now_ns();
 	if (slot_reserve(sl, k ? (uint32_t)k : 1)) {
 		k = 0;	/* one item (reserved at create) carries the failure */
@@ -484,7 +443,7 @@ static bool batch_start(struct pm_stream *s)
 		it->reserved = 0;
 		it->file_offset = mi->offset;
 		it->length = mi->length;
-		pm_plan_place(cur, mi, s->align[mi->path_id], &sl->place[i]);
+		pm_plan_place(cur, mi, s->fs.align[mi->path_id], &sl->place[i]);
 		cur = sl->place[i].end;
 		it->slot_offset = sl->place[i].data_slot;
 		sl->b.bytes += mi->length;
@@ -499,12 +458,12 @@ static bool batch_start(struct pm_stream *s)
 		item_fail(s, sl, 0, -EFBIG,
 			  "needs %llu bytes, more than a slot (%llu bytes; raise the batch size)",
 			  (unsigned long long)pm_plan_footprint(&s->m->items[sl->items[0].index],
-				s->align[sl->items[0].path_id]),
+				s->fs.align[sl->items[0].path_id]),
 			  (unsigned long long)s->slot_bytes);
 	}
 	for (uint32_t i = 0; i < sl->b.nitems && !sl->err; i++) {
 		const struct pm_batch_item *it = &sl->items[i];
-		const struct file *f = &s->files[it->path_id];
+		const struct pm_sfile *f = &s->fs.f[it->path_id];
 
 		if (f->open_err)
 			item_fail(s, sl, i, f->open_err, "cannot open the file");
@@ -523,15 +482,25 @@ static bool batch_start(struct pm_stream *s)
 	return true;
 }
 
-/* Queue the next read of the filling batch. */
-static void issue_one(struct pm_stream *s)
+/* Queue the next read of the filling batch; false when its file must wait for a table entry. */
+static bool issue_one(struct pm_stream *s)
 {
 	struct slot *sl = s->filling;
 	const struct pm_place *pl = &sl->place[sl->next_item];
 	const struct pm_batch_item *it = &sl->items[sl->next_item];
-	const struct file *f = &s->files[it->path_id];
+	const struct pm_sfile *f = &s->fs.f[it->path_id];
 	struct pm_read *rd = s->free_reads;
 	uint64_t chunk = s->o.chunk_bytes, len, data_end;
+	bool open = false;
+	int fd;
+
+	if (s->fs.lazy) {
+		fd = pm_sfiles_get(&s->fs, it->path_id, &open);
+		if (fd < 0)
+			return false;	/* -EBUSY: every entry has reads in flight */
+	} else {
+		fd = s->rd.files_registered ? (int)it->path_id : f->fd;
+	}
 
 	if (f->align) {
 		chunk = chunk / f->align * f->align;
@@ -546,8 +515,10 @@ static void issue_one(struct pm_stream *s)
 	s->free_reads = rd->next;
 	if (!s->t_first_read)
 		s->t_first_read = now_ns();	/* under s->lock (fill) */
-	rd->fd = s->rd.files_registered ? (int)it->path_id : f->fd;
+	rd->fd = fd;
 	rd->fixed_file = s->rd.files_registered;
+	rd->open_path = open ? s->m->paths[it->path_id] : NULL;
+	rd->open_err = 0;
 	rd->buf_index = sl->buf_index;
 	rd->align = f->align;
 	rd->off = pl->read_off + sl->next_rel;
@@ -569,6 +540,7 @@ static void issue_one(struct pm_stream *s)
 			s->filling = NULL;
 		}
 	}
+	return true;
 }
 
 /* Queue reads while there is room; called with s->lock held. */
@@ -580,7 +552,8 @@ static void fill(struct pm_stream *s)
 				break;
 			continue;
 		}
-		issue_one(s);
+		if (!issue_one(s))
+			break;
 	}
 }
 
@@ -590,12 +563,17 @@ static void poll_copies(struct pm_stream *s)
 
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		struct slot *sl = &s->slots[i];
+		int r;
 
-		if (sl->state == SLOT_COPYING && !sl->copy_done &&
-		    pm_event_query(s->ctx, sl->ev) != 0) {
+		if (sl->state != SLOT_COPYING || sl->copy_done)
+			continue;
+		r = pm_event_query(s->ctx, sl->ev);
+		if (r) {
 			sl->copy_done = true;
 			pm_hist_add(&s->copy_hist, t - sl->t_copy0);
 		}
+		if (r < 0)
+			copy_failed_late(s, sl, r);
 	}
 }
 
@@ -608,7 +586,9 @@ static int reader_setup(struct pm_stream *s)
 			 "io_uring_queue_init(%u): %s", s->o.qd, strerror(-ret));
 		return ret;
 	}
-	pm_reader_register_files(&s->rd, s->fds, s->nfiles);
+	ret = pm_sfiles_register(&s->fs, &s->rd, s->reader_errmsg, sizeof(s->reader_errmsg));
+	if (ret)
+		return ret;
 	pm_reader_register_buf(&s->rd, s->buf, s->stride);
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		struct slot *sl = &s->slots[i];
@@ -617,6 +597,20 @@ static int reader_setup(struct pm_stream *s)
 			(char *)pm_buf_ptr(s->buf) + (size_t)i * s->stride, s->stride);
 	}
 	return 0;
+}
+
+/* Sleep on reader_cv for at most 200 us (events fire without a signal). */
+static void wait_briefly(struct pm_stream *s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 200000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&s->reader_cv, &s->lock, &ts);
 }
 
 static void *reader_main(void *arg)
@@ -643,8 +637,12 @@ static void *reader_main(void *arg)
 				break;
 			/* nothing in flight and nothing to start: all slots busy */
 			t0 = now_ns();
-			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt)
-				pthread_cond_wait(&s->reader_cv, &s->lock);
+			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt) {
+				if (s->slot_pending)
+					wait_briefly(s);	/* an event to poll */
+				else
+					pthread_cond_wait(&s->reader_cv, &s->lock);
+			}
 			s->reader_wait_ns += now_ns() - t0;
 			continue;
 		}
@@ -683,6 +681,14 @@ static bool in_flight(const struct slot *sl)
 	return sl->state != SLOT_FREE && sl->state != SLOT_HELD;
 }
 
+static bool earlier_in_flight(const struct pm_stream *s, uint64_t seq)
+{
+	for (uint32_t i = 0; i < s->nslots; i++)
+		if (in_flight(&s->slots[i]) && s->slots[i].b.seq < seq)
+			return true;
+	return false;
+}
+
 /* The slot pm_stream_next should look at next, or NULL. */
 static struct slot *pick(struct pm_stream *s)
 {
@@ -699,7 +705,12 @@ static struct slot *pick(struct pm_stream *s)
 		}
 		if (!in_flight(sl) || sl->state == SLOT_READING)
 			continue;
+		/* stopping: every batch before the failed one arrives first */
+		if (sl->state == SLOT_FAILED && s->o.on_error == PM_ON_ERROR_STOP &&
+		    earlier_in_flight(s, sl->b.seq))
+			continue;
 		if (sl->state == SLOT_COPYING && !sl->copy_done &&
+		    s->o.handoff == PM_HANDOFF_COPIED &&
 		    pm_event_query(s->ctx, sl->ev) == 0) {
 			if (!oldest || sl->b.seq < oldest->b.seq)
 				oldest = sl;
@@ -721,14 +732,21 @@ static bool stream_over(struct pm_stream *s)
 	return s->reader_exited || s->plan_done;
 }
 
+/* Back to the ring; its events are checked before it is read into again. */
 static void slot_free(struct pm_stream *s, struct slot *sl)
 {
-	if (sl->ev) {
-		pm_event_release(s->ctx, sl->ev);
-		sl->ev = 0;
-	}
 	sl->state = SLOT_FREE;
 	pthread_cond_broadcast(&s->reader_cv);
+}
+
+/* -ECHILD (sentence in pm_stream_error) in a process forked after the stream's context was opened. */
+static int owner_check(struct pm_stream *s, const char *call)
+{
+	int ret = pm_ctx_check_owner(s->ctx, call);
+
+	if (ret)
+		snprintf(s->err, sizeof(s->err), "%s", pm_ctx_last_error(s->ctx));
+	return ret;
 }
 
 int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
@@ -738,6 +756,9 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	int ret = 0;
 
 	*batch = NULL;
+	ret = owner_check(s, "pm_stream_next");
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		if (s->sticky_err) {
@@ -768,7 +789,7 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 			pthread_cond_wait(&s->consumer_cv, &s->lock);
 			continue;
 		}
-		if (sl->state == SLOT_COPYING) {
+		if (sl->state == SLOT_COPYING && s->o.handoff == PM_HANDOFF_COPIED) {
 			uint64_t ev = sl->ev;
 
 			pthread_mutex_unlock(&s->lock);
@@ -819,22 +840,87 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	return ret;
 }
 
+/* The slot of a batch the consumer holds (s->lock held), or NULL. */
+static struct slot *held_slot(struct pm_stream *s, struct pm_batch *batch)
+{
+	struct slot *sl;
+
+	if (!batch || batch->slot >= s->nslots)
+		return NULL;
+	sl = &s->slots[batch->slot];
+	return &sl->b == batch && sl->state == SLOT_HELD ? sl : NULL;
+}
+
 int pm_stream_release(struct pm_stream *s, struct pm_batch *batch)
 {
 	struct slot *sl;
-	int ret = -EINVAL;
 
-	if (!batch || batch->slot >= s->nslots)
-		return -EINVAL;
-	sl = &s->slots[batch->slot];
+	if (owner_check(s, "pm_stream_release"))
+		return -ECHILD;
 	pthread_mutex_lock(&s->lock);
-	if (&sl->b == batch && sl->state == SLOT_HELD) {
+	sl = held_slot(s, batch);
+	if (sl) {
 		s->held--;
 		slot_free(s, sl);
-		ret = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
+	return sl ? 0 : -EINVAL;
+}
+
+int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch, void *cuda_stream)
+{
+	struct slot *sl;
+	uint64_t ev = 0;
+	int ret = owner_check(s, "pm_stream_batch_wait");
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&s->lock);
+	sl = held_slot(s, batch);
+	if (!sl)
+		ret = -EINVAL;
+	else if (s->copies && s->o.handoff == PM_HANDOFF_QUEUED)
+		ev = sl->ev;	/* stays live while the slot is held */
+	pthread_mutex_unlock(&s->lock);
+	if (ev) {
+		ret = pm_event_stream_wait(s->ctx, cuda_stream, ev);
+		if (ret)
+			snprintf(s->err, sizeof(s->err), "batch %llu: %s",
+				 (unsigned long long)batch->seq, pm_ctx_last_error(s->ctx));
+	}
 	return ret;
+}
+
+int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda_stream)
+{
+	struct slot *sl;
+	uint64_t ev = 0;
+	int ret = owner_check(s, "pm_stream_release_on");
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&s->lock);
+	sl = held_slot(s, batch);
+	pthread_mutex_unlock(&s->lock);
+	if (!sl)
+		return -EINVAL;
+	/* Recorded outside s->lock: the reader queues copies meanwhile. */
+	if (s->backend) {
+		ret = pm_event_record_on(s->ctx, cuda_stream, &ev);
+		if (ret) {
+			snprintf(s->err, sizeof(s->err), "batch %llu stays held: %s",
+				 (unsigned long long)batch->seq, pm_ctx_last_error(s->ctx));
+			return ret;
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	if (sl->rel_ev)		/* cannot happen: a held batch's copy consumed it */
+		pm_event_release(s->ctx, sl->rel_ev);
+	sl->rel_ev = ev;
+	s->held--;
+	slot_free(s, sl);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 const char *pm_stream_error(struct pm_stream *s)
@@ -864,10 +950,10 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	st->reader_wait_s = s->reader_wait_ns / 1e9;
 	pm_hist_latency(&s->read_hist, &st->read_lat);
 	pm_hist_latency(&s->copy_hist, &st->copy_lat);
-	for (uint32_t i = 0; i < s->nfiles; i++) {
-		if (s->files[i].align)
+	for (uint32_t i = 0; i < s->fs.n; i++) {
+		if (s->fs.f[i].align)
 			st->files_direct++;
-		else if (!s->files[i].open_err)
+		else if (!s->fs.f[i].open_err)
 			st->files_buffered++;
 	}
 	st->ring_flags = s->rd.flags;
@@ -876,6 +962,8 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
 	st->pin = pm_buf_pin_mode(s->buf);
+	st->numa_node = pm_buf_numa_node(s->buf);
+	st->gpu_numa_node = s->ctx->gpu_node;
 	st->total_items = s->total_items;
 	st->total_bytes = s->total_bytes;
 	pthread_mutex_unlock(&s->lock);
@@ -884,18 +972,18 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 
 uint32_t pm_stream_nfiles(struct pm_stream *s)
 {
-	return s->nfiles;
+	return s->fs.n;
 }
 
 int pm_stream_file(struct pm_stream *s, uint32_t id, struct pm_stream_file *f)
 {
-	if (id >= s->nfiles)
+	if (id >= s->fs.n)
 		return -ERANGE;
 	f->path = s->m->paths[id];
-	f->direct = s->files[id].align != 0;
-	f->align = s->files[id].align ? s->files[id].align : 1;
-	f->note = s->files[id].note;
-	f->open_error = s->files[id].open_err;
+	f->direct = s->fs.f[id].align != 0;
+	f->align = s->fs.f[id].align ? s->fs.f[id].align : 1;
+	f->note = pm_sfiles_note(&s->fs, id);
+	f->open_error = s->fs.f[id].open_err;
 	return 0;
 }
 
@@ -928,8 +1016,9 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 				    o->rank, o->world_size);
 	if ((unsigned)o->direct > PM_DIRECT_OFF || (unsigned)o->on_error > PM_ON_ERROR_SKIP ||
 	    (unsigned)o->order > PM_ORDER_AS_COMPLETED ||
-	    (unsigned)o->shard_pad > PM_SHARD_DROP)
-		return pm_ctx_error(ctx, -EINVAL, "unknown direct, on_error, order or shard_pad value");
+	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST)
+		return pm_ctx_error(ctx, -EINVAL,
+				    "unknown direct, on_error, order, shard_pad or handoff value");
 	return 0;
 }
 
@@ -942,15 +1031,15 @@ static int size_slots(struct pm_stream *s)
 	if (o->batch_bytes) {
 		s->slot_bytes = o->batch_bytes;
 	} else if (o->batch_items) {
-		s->slot_bytes = pm_plan_slot_for_items(s->m, s->align, o->batch_items);
+		s->slot_bytes = pm_plan_slot_for_items(s->m, s->fs.align, o->batch_items);
 		if (!s->slot_bytes)
 			return pm_ctx_error(s->ctx, -ENOMEM, "no memory to size the slots");
 	} else {
 		s->slot_bytes = DEF_BATCH;
 	}
-	for (uint32_t i = 0; i < s->nfiles; i++)
-		if (s->align[i] > amax)
-			amax = s->align[i];
+	for (uint32_t i = 0; i < s->fs.n; i++)
+		if (s->fs.align[i] > amax)
+			amax = s->fs.align[i];
 	/* round up only sizes that cannot wrap: near UINT64_MAX the stride would be 0 */
 	if (s->slot_bytes <= PM_URING_IOVEC_MAX)
 		s->stride = (s->slot_bytes + amax - 1) / amax * amax;
@@ -960,6 +1049,25 @@ static int size_slots(struct pm_stream *s)
 				    (unsigned long long)s->slot_bytes);
 	if (s->stride * o->slots / o->slots != s->stride)
 		return pm_ctx_error(s->ctx, -EOVERFLOW, "slots * batch size overflows");
+	return 0;
+}
+
+/* An item larger than a slot fails at create, not when its batch comes up late in an epoch. */
+static int check_items_fit(struct pm_stream *s)
+{
+	for (size_t i = 0; i < s->m->n; i++) {
+		const struct pm_mitem *mi = &s->m->items[i];
+		uint64_t need = pm_plan_footprint(mi, s->fs.align[mi->path_id]);
+
+		if (need > s->slot_bytes)
+			return pm_ctx_error(s->ctx, -EFBIG,
+					    "item %zu (%s offset %llu length %llu) needs %llu bytes, more than a slot (%llu bytes; raise the batch size)",
+					    i, s->m->paths[mi->path_id],
+					    (unsigned long long)mi->offset,
+					    (unsigned long long)mi->length,
+					    (unsigned long long)need,
+					    (unsigned long long)s->slot_bytes);
+	}
 	return 0;
 }
 
@@ -990,6 +1098,9 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	int ret;
 
 	*sp = NULL;
+	ret = pm_ctx_check_owner(ctx, "pm_stream_create");
+	if (ret)
+		return ret;
 	if (!m || !m->n)
 		return pm_ctx_error(ctx, -EINVAL, "the manifest has no items");
 	s = calloc(1, sizeof(*s));
@@ -1012,32 +1123,20 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	if (ret)
 		goto fail;
 	s->backend = strcmp(info.backend, "none") != 0;
+	s->copies = s->backend && s->o.handoff != PM_HANDOFF_HOST;
 
-	s->nfiles = m->npaths;
-	s->files = calloc(s->nfiles, sizeof(*s->files));
-	s->fds = calloc(s->nfiles, sizeof(*s->fds));
-	s->align = calloc(s->nfiles, sizeof(*s->align));
 	s->slots = calloc(s->o.slots, sizeof(*s->slots));
 	s->reads = calloc(s->o.qd, sizeof(*s->reads));
-	if (!s->files || !s->fds || !s->align || !s->slots || !s->reads) {
-		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for a stream of %u files",
-				   s->nfiles);
+	if (!s->slots || !s->reads) {
+		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for a stream of %u slots",
+				   s->o.slots);
 		goto fail;
 	}
-	for (uint32_t i = 0; i < s->nfiles; i++)
-		s->files[i].fd = s->fds[i] = -1;
-	for (uint32_t i = 0; i < s->nfiles; i++) {
-		ret = open_file(s, i, err, sizeof(err));
-		if (ret && (s->o.on_error == PM_ON_ERROR_STOP || ret == -EINVAL ||
-			    ret == -EMFILE || ret == -ENFILE)) {
-			ret = pm_ctx_error(ctx, ret, "%s", err);
-			goto fail;
-		}
-		s->files[i].open_err = ret;
-		if (ret)
-			snprintf(s->files[i].note, sizeof(s->files[i].note), "%s", err);
-		s->fds[i] = s->files[i].fd;
-		s->align[i] = s->files[i].align;
+	ret = pm_sfiles_open(&s->fs, m, s->o.direct, s->o.on_error == PM_ON_ERROR_SKIP,
+			     err, sizeof(err));
+	if (ret) {
+		ret = pm_ctx_error(ctx, ret, "%s", err);
+		goto fail;
 	}
 
 	ret = pm_plan_init(&s->plan, m, s->o.rank, s->o.world_size, s->o.shard_pad,
@@ -1055,6 +1154,8 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	pm_plan_epoch(&s->plan, 0);
 	totals(s);
 	ret = size_slots(s);
+	if (!ret)
+		ret = check_items_fit(s);
 	if (ret)
 		goto fail;
 
@@ -1063,6 +1164,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	/* huge pages fault, pin and register in a fraction of the time */
 	bo.pages = s->o.pages == PM_PAGES_DEFAULT ? PM_PAGES_THP : s->o.pages;
 	bo.flags = s->o.buf_flags;
+	bo.numa = s->o.numa;
 	ret = pm_buf_alloc(ctx, s->stride * s->nslots, &bo, &s->buf);
 	if (ret)
 		goto fail;	/* pm_buf_alloc said why */
@@ -1078,7 +1180,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 			ret = pm_ctx_error(ctx, ret, "no memory for the slots' item lists");
 			goto fail;
 		}
-		if (s->backend) {
+		if (s->copies) {
 			ret = pm_dev_alloc(ctx, s->slot_bytes, &s->slots[i].b.dev);
 			if (ret)
 				goto fail;
@@ -1111,11 +1213,23 @@ fail:
 	return ret;
 }
 
+static void drain_event(struct pm_stream *s, uint64_t ev)
+{
+	if (ev) {
+		pm_event_wait(s->ctx, ev);
+		pm_event_release(s->ctx, ev);
+	}
+}
+
 void pm_stream_destroy(struct pm_stream *s)
 {
+	bool forked;
+
 	if (!s)
 		return;
-	if (s->thread_started) {
+	/* in a forked child the reader thread, the slots and the events are the parent's */
+	forked = pm_ctx_forked(s->ctx);
+	if (s->thread_started && !forked) {
 		pthread_mutex_lock(&s->lock);
 		set_stop(s);
 		pthread_cond_broadcast(&s->reader_cv);
@@ -1125,29 +1239,28 @@ void pm_stream_destroy(struct pm_stream *s)
 	for (uint32_t i = 0; s->slots && i < s->o.slots; i++) {
 		struct slot *sl = &s->slots[i];
 
-		if (sl->ev) {
-			pm_event_wait(s->ctx, sl->ev);
-			pm_event_release(s->ctx, sl->ev);
+		/* the copy and the consumer's work may read the slot until then */
+		if (!forked) {
+			drain_event(s, sl->ev);
+			drain_event(s, sl->rel_ev);
+			if (sl->b.dev)
+				pm_dev_free(s->ctx, sl->b.dev);
 		}
-		if (sl->b.dev)
-			pm_dev_free(s->ctx, sl->b.dev);
 		free(sl->items);
 		free(sl->place);
 	}
 	/* a ring that failed with reads in flight keeps its buffer: never reuse it */
-	if (s->buf && !s->reader_err)
+	if (s->buf && !s->reader_err && !forked)
 		pm_buf_free(s->ctx, s->buf);
-	for (uint32_t i = 0; s->files && i < s->nfiles; i++)
-		if (s->files[i].fd >= 0)
-			close(s->files[i].fd);
+	pm_sfiles_close(&s->fs);
 	pm_plan_free(&s->plan);
-	free(s->files);
-	free(s->fds);
-	free(s->align);
 	free(s->slots);
 	free(s->reads);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->reader_cv);
-	pthread_cond_destroy(&s->consumer_cv);
+	/* a child's copies may list the parent's waiters: destroying them would block */
+	if (!forked) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->reader_cv);
+		pthread_cond_destroy(&s->consumer_cv);
+	}
 	free(s);
 }

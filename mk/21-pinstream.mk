@@ -55,3 +55,16 @@ VM_EXTRA_TESTS += $(O)/vm/test_stream_module
 vm-check: $(O)/vm/test_stream_module
 
 CHECK_STEPS += pinstream-check
+
+# Many small files (ImageNet-shaped): pinstream under `ulimit -n 1024`
+# against a tight open+pread+close loop into pinned memory, same files,
+# cold then warm.  SMALL_FILES=200000 SMALL_ITEM=1K-32K by default.
+SMALL_FILES ?= 200000
+SMALL_ITEM ?= 1K-32K
+.PHONY: bench-small-files
+$(O)/bench/pread-items: bench/pread-items.c $(LIBPINMEM_A)
+	@mkdir -p $(@D)
+	$(CC) $(PM_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBPINMEM_A) $(PM_LDLIBS)
+
+bench-small-files: $(O)/pinstream $(O)/bench/pread-items
+	O=$(O) SMALL_FILES=$(SMALL_FILES) SMALL_ITEM=$(SMALL_ITEM) bench/small-files.sh

@@ -2,14 +2,16 @@
 # VM tests: tests/kernel/ programs (static, so the initramfs needs no
 # libraries) and the qemu harness in tests/vm/ (README.md) that boots every installed
 # target kernel with pinmem.ko.  VM_EXTRA_TESTS: more executables (with their
-# ldd libraries) other parts want run inside the VM.
+# ldd libraries) other parts want run inside the VM; VM_EXTRA_ROOT: directories
+# copied as they are into the initramfs root.
 
 VM_TEST_SRCS := $(filter-out tests/kernel/common.c,$(wildcard tests/kernel/*.c))
 VM_TEST_BINS := $(patsubst tests/kernel/%.c,$(O)/tests/kernel/%,$(VM_TEST_SRCS))
 VM_TEST_CFLAGS := $(PM_CFLAGS) -Itests/kernel -pthread
 VM_EXTRA_TESTS ?=
+VM_EXTRA_ROOT ?=
 VM_TIMEOUT ?= 1800
-export VM_EXTRA_TESTS VM_TIMEOUT
+export VM_EXTRA_TESTS VM_EXTRA_ROOT VM_TIMEOUT
 
 .PHONY: vm-tests vm-check
 vm-tests: $(VM_TEST_BINS) $(O)/vm/vm-hugepages

@@ -10,6 +10,7 @@
 #   lib/pkgconfig/pinmem.pc
 #   include/pinmem.h include/pinmem_stream.h include/pinmem/uapi/pinmem.h
 #   share/man/manN/*.N
+#   lib/python3.N/dist-packages/pinmem/ (mk/80-python.mk; /usr/lib/python3/dist-packages with PREFIX=/usr)
 #   lib/udev/rules.d/60-pinmem.rules  lib/modules-load.d/pinmem.conf
 #   lib/modprobe.d/pinmem.conf        lib/sysusers.d/pinmem.conf
 # systemd-udevd, systemd-modules-load, kmod and systemd-sysusers read those

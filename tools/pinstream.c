@@ -22,6 +22,7 @@ static const char usage_text[] =
 "       pinstream [OPTIONS] --manifest FILE\n"
 "       pinstream --compare [OPTIONS] FILE... | --manifest FILE\n"
 "       pinstream --make-dataset DIR --size SIZE [--files N] [--seed N]\n"
+"       pinstream --make-dataset DIR --files N --item-size MIN-MAX [--seed N]\n"
 "\n"
 "Streams dataset items with io_uring straight into pinned batch slots, copies\n"
 "each batch to the device and recycles the slot; prints throughput and where\n"
@@ -41,6 +42,7 @@ static const char usage_text[] =
 "  --direct auto|on|off  O_DIRECT where possible / always / never [auto]\n"
 "  --backend auto|cuda|host|none  copy backend [auto; none for --compare]\n"
 "  --pin auto|module|mlock|none   how slots are pinned [auto]\n"
+"  --device N            CUDA device, one process per GPU [$LOCAL_RANK, else 0]\n"
 "Order:\n"
 "  --epochs N            passes over the items [1]\n"
 "  --shuffle             new order every epoch, from --seed [off]\n"
@@ -63,6 +65,8 @@ static const char usage_text[] =
 "                        unaligned items with crc32c)\n"
 "  --size SIZE           dataset size, e.g. 2G\n"
 "  --files N             dataset files [8]\n"
+"  --item-size MIN-MAX   instead of --size: N files of one item each, sizes\n"
+"                        uniform in MIN-MAX (e.g. 1K-32K, ImageNet-like)\n"
 "  -h, --help            this text;  --version  the version\n"
 "\n"
 "SIZE takes K, M, G, T suffixes (binary).  Exit status: 0 done, 1 the stream\n"
@@ -99,18 +103,53 @@ const char *ps_bytes(uint64_t bytes, char *buf, size_t len)
 	return pctl_format_size(bytes, buf, len);
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), 0 when s does not start one. */
+static int utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		/* no overlong forms (e0 80-9f) and no surrogates (ed a0-bf) */
+		if ((s[1] & 0xc0) != 0x80 || (s[0] == 0xe0 && s[1] < 0xa0) ||
+		    (s[0] == 0xed && s[1] > 0x9f))
+			return 0;
+		return (s[2] & 0xc0) == 0x80 ? 3 : 0;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		/* no overlong forms (f0 80-8f), nothing past U+10FFFF (f4 90-) */
+		if ((s[1] & 0xc0) != 0x80 || (s[0] == 0xf0 && s[1] < 0x90) ||
+		    (s[0] == 0xf4 && s[1] > 0x8f))
+			return 0;
+		return (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
+	}
+	return 0;
+}
+
+/*
+ * Paths are bytes, JSON is UTF-8: a byte that is not part of valid UTF-8 is
+ * written as \udcXX, Python's surrogateescape, so os.fsencode() of the
+ * parsed string gives the path's bytes back.
+ */
 void ps_json_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *p = (const unsigned char *)s;
 
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
+	fputc('"', f);
+	while (*p) {
+		int n = utf8_len(p);
+
+		if (!n) {
+			fprintf(f, "\\udc%02x", *p++);
+		} else if (*p == '"' || *p == '\\') {
+			fprintf(f, "\\%c", *p++);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+		} else {
+			fwrite(p, 1, (size_t)n, f);
+			p += n;
+		}
 	}
 	fputc('"', f);
 }
@@ -129,9 +168,18 @@ struct pm_manifest *ps_load_items(const struct ps_args *a)
 		ret = pm_manifest_load(m, a->manifest, err, sizeof(err));
 	} else {
 		ret = 0;
-		for (int i = 0; i < a->nfiles && !ret; i++)
+		for (int i = 0; i < a->nfiles && !ret; i++) {
+			size_t before = pm_manifest_count(m);
+
 			ret = pm_manifest_add_file(m, a->files[i], a->item_bytes, err,
 						   sizeof(err));
+			if (!ret && pm_manifest_count(m) == before)
+				ps_err("%s: empty file, no items; going on", a->files[i]);
+		}
+		if (!ret && !pm_manifest_count(m)) {
+			snprintf(err, sizeof(err), "no items: every file is empty");
+			ret = -EINVAL;
+		}
 	}
 	if (ret) {
 		ps_err("%s", err);
@@ -141,11 +189,11 @@ struct pm_manifest *ps_load_items(const struct ps_args *a)
 	return m;
 }
 
-struct pm_ctx *ps_open(enum pm_backend_kind backend)
+struct pm_ctx *ps_open(enum pm_backend_kind backend, uint32_t device)
 {
-	struct pm_open_opts oo = { .backend = backend };
+	struct pm_open_opts oo = { .backend = backend, .cuda_device = (int)device };
 	struct pm_ctx *ctx;
-	char err[320] = "";
+	char err[1024] = "";
 	int ret;
 
 	oo.errbuf = err;
@@ -166,7 +214,8 @@ enum {
 	OPT_PIN, OPT_EPOCHS, OPT_SHUFFLE, OPT_SEED, OPT_RANK, OPT_WORLD,
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY,
-	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_VERSION,
+	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_ITEM_SIZE, OPT_VERSION,
+	OPT_DEVICE,
 };
 
 static const struct option longopts[] = {
@@ -180,6 +229,7 @@ static const struct option longopts[] = {
 	{ "chunk", required_argument, NULL, OPT_CHUNK },
 	{ "direct", required_argument, NULL, OPT_DIRECT },
 	{ "backend", required_argument, NULL, OPT_BACKEND },
+	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "pin", required_argument, NULL, OPT_PIN },
 	{ "epochs", required_argument, NULL, OPT_EPOCHS },
 	{ "shuffle", no_argument, NULL, OPT_SHUFFLE },
@@ -198,6 +248,7 @@ static const struct option longopts[] = {
 	{ "make-dataset", required_argument, NULL, OPT_MAKE_DATASET },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "files", required_argument, NULL, OPT_FILES },
+	{ "item-size", required_argument, NULL, OPT_ITEM_SIZE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -261,6 +312,27 @@ static int num_arg(int c, const char *arg, uint64_t min, uint64_t max, uint64_t 
 	return 0;
 }
 
+/* "MIN-MAX" sizes, 1 <= MIN <= MAX <= 1 GiB. */
+static int range_arg(int c, const char *arg, uint64_t *lo, uint64_t *hi)
+{
+	char first[64];
+	const char *dash = strchr(arg, '-');
+
+	if (!dash || (size_t)(dash - arg) >= sizeof(first)) {
+		ps_err("--item-size '%s': expected MIN-MAX, e.g. 1K-32K", arg);
+		return -EINVAL;
+	}
+	memcpy(first, arg, (size_t)(dash - arg));
+	first[dash - arg] = 0;
+	if (size_arg(c, first, 1, 1ULL << 30, lo) || size_arg(c, dash + 1, 1, 1ULL << 30, hi))
+		return -EINVAL;
+	if (*lo > *hi) {
+		ps_err("--item-size '%s': MIN is above MAX", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int u32_arg(int c, const char *arg, uint32_t min, uint32_t max, uint32_t *v)
 {
 	uint64_t x;
@@ -294,7 +366,8 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	static const char *const pad[] = { "exact", "pad", "drop", NULL };
 	static const char *const order[] = { "in", "completed", NULL };
 	static const char *const onerr[] = { "stop", "skip", NULL };
-	bool world_set = false;
+	bool world_set = false, device_set = false;
+	const char *local_rank;
 	uint64_t v;
 	int c, ret = 0, x;
 
@@ -336,6 +409,10 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 			a->backend = (enum pm_backend_kind)x;
 			a->backend_set = true;
 			break;
+		case OPT_DEVICE:
+			ret = u32_arg(c, arg, 0, 1023, &a->device);
+			device_set = true;
+			break;
 		case OPT_PIN:
 			ret = choice(c, arg, pin, &x);
 			a->so.pin = (enum pm_pin_mode)x;
@@ -372,7 +449,10 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 			a->size_set = true;
 			break;
 		case OPT_FILES:
-			ret = u32_arg(c, arg, 1, 100000, &a->dataset_files);
+			ret = u32_arg(c, arg, 1, 10000000, &a->dataset_files);
+			break;
+		case OPT_ITEM_SIZE:
+			ret = range_arg(c, arg, &a->item_min, &a->item_max);
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -396,15 +476,19 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	a->nfiles = argc - optind;
 
 	if (a->make_dataset) {
-		if (!a->size_set) {
-			ps_err("--make-dataset needs --size (see --help)");
+		if (a->size_set == !!a->item_max) {
+			ps_err("--make-dataset needs --size or --item-size, not both (see --help)");
 			return -EINVAL;
 		}
 		if (a->nfiles || a->manifest || a->compare) {
 			ps_err("--make-dataset takes no items, --manifest or --compare");
 			return -EINVAL;
 		}
-		if (a->dataset_files > a->size / 4096) {
+		if (a->size_set && a->dataset_files > 100000) {
+			ps_err("--files %u: at most 100000 with --size", a->dataset_files);
+			return -EINVAL;
+		}
+		if (a->size_set && a->dataset_files > a->size / 4096) {
 			ps_err("--files %u: more files than 4 KiB blocks in --size",
 			       a->dataset_files);
 			return -EINVAL;
@@ -422,6 +506,16 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	if (!a->manifest && !a->nfiles) {
 		ps_err("no items: give FILE... or --manifest F (see --help)");
 		return -EINVAL;
+	}
+	/* one process per GPU: torchrun and friends say which in LOCAL_RANK */
+	local_rank = getenv("LOCAL_RANK");
+	if (!device_set && local_rank && *local_rank) {
+		if (parse_u64(local_rank, &v) || v > 1023) {
+			ps_err("LOCAL_RANK='%s' is not a CUDA device number; pass --device N",
+			       local_rank);
+			return -EINVAL;
+		}
+		a->device = (uint32_t)v;
 	}
 	if (world_set && a->so.rank >= a->so.world_size) {
 		ps_err("--rank %u must be below --world-size %u", a->so.rank,

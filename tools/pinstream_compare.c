@@ -6,13 +6,22 @@
  *       (what DataLoader(pin_memory=True) does),
  *   (b) pread straight into the pinned buffer,
  *   (c) pinmem, buffered io_uring reads into the pinned slots,
- *   (d) pinmem, O_DIRECT io_uring reads into the pinned slots.
+ *   (d) pinmem, O_DIRECT io_uring reads into the pinned slots,
+ *   (e) DataLoader(num_workers=N, pin_memory=True): N worker threads (N =
+ *       CPUs) pread whole batches into pageable memory, two batches ahead
+ *       each (prefetch_factor=2), and one pin thread copies each batch, in
+ *       order, into the pinned buffer.
  * Cold rows start with the files dropped from the page cache; warm rows
- * start with them cached.  CPU time is getrusage(RUSAGE_SELF): every thread
- * of the process, io_uring's workers included.
+ * start with them cached.  Every row is timed without its setup: the
+ * baselines' buffers are allocated and files opened before, and the
+ * stream rows count from their first read (io_s), after slots are
+ * allocated and registered.  CPU time is getrusage(RUSAGE_SELF): every
+ * thread of the process, io_uring's workers included.  Ratios are against
+ * the strongest baseline of the same cache state (the fastest of a, b, e).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +32,27 @@
 
 #include "pinstream.h"
 
-enum mode { MODE_A, MODE_B, MODE_C, MODE_D };
+enum mode { MODE_A, MODE_B, MODE_C, MODE_D, MODE_E };
 
 static const char *const mode_names[] = {
 	"(a) pread + memcpy to pinned",
 	"(b) pread into pinned",
 	"(c) pinmem buffered io_uring",
 	"(d) pinmem O_DIRECT io_uring",
+	"(e) DataLoader N workers + pin",
 };
+
+static bool baseline(enum mode m)
+{
+	return m == MODE_A || m == MODE_B || m == MODE_E;
+}
 
 struct row {
 	enum mode mode;
 	bool warm;
 	bool ok;
 	double gbps, cpu_per_gb, cached;
+	double io_s, setup_cpu_s;	/* stream rows: from the first read; CPU of the setup */
 	uint64_t bytes;
 	char note[256];
 };
@@ -52,6 +68,11 @@ struct cmp {
 	void *dev;
 	char *pageable;
 	char drop_note[160];
+	/* (e) */
+	uint32_t workers;
+	char **wbuf;		/* 2 per worker */
+	size_t *starts;		/* batch k is items [starts[k], starts[k + 1]) */
+	size_t nbatches;
 };
 
 static double cpu_s(void)
@@ -145,6 +166,24 @@ static void warm_up(struct cmp *c)
 	}
 }
 
+/* Finish a batch in pinned memory: copy it to the device when there is one. */
+static int to_device(struct cmp *c, const char *pin, uint64_t fill, struct row *r)
+{
+	uint64_t ev;
+	int ret;
+
+	if (!c->backend || !fill)
+		return 0;
+	ret = pm_copy_h2d(c->ctx, c->dev, pin, fill, &ev);
+	if (!ret) {
+		ret = pm_event_wait(c->ctx, ev);
+		pm_event_release(c->ctx, ev);
+	}
+	if (ret)
+		snprintf(r->note, sizeof(r->note), "%s", pm_ctx_last_error(c->ctx));
+	return ret;
+}
+
 /* (a) and (b): batches packed like the stream's, one pread per item. */
 static int run_pread(struct cmp *c, bool pageable, struct row *r)
 {
@@ -162,20 +201,9 @@ static int run_pread(struct cmp *c, bool pageable, struct row *r)
 			/* the batch is complete: to pinned memory, then the device */
 			if (pageable && fill)
 				memcpy(pin, c->pageable, fill);
-			if (c->backend && fill) {
-				uint64_t ev;
-
-				ret = pm_copy_h2d(c->ctx, c->dev, pin, fill, &ev);
-				if (!ret) {
-					ret = pm_event_wait(c->ctx, ev);
-					pm_event_release(c->ctx, ev);
-				}
-				if (ret) {
-					snprintf(r->note, sizeof(r->note), "%s",
-						 pm_ctx_last_error(c->ctx));
-					return ret;
-				}
-			}
+			ret = to_device(c, pin, fill, r);
+			if (ret)
+				return ret;
 			fill = 0;
 		}
 		if (i == n)
@@ -197,6 +225,149 @@ static int run_pread(struct cmp *c, bool pageable, struct row *r)
 	return 0;
 }
 
+/* Batches as the pread rows pack them; 0 or -EFBIG naming the item. */
+static int plan_batches(struct cmp *c, char *why, size_t len)
+{
+	size_t n = pm_manifest_count(c->m);
+	uint64_t fill = 0;
+
+	c->starts = calloc(n + 1, sizeof(*c->starts));
+	if (!c->starts)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct pm_item it;
+
+		pm_manifest_item(c->m, i, &it);
+		if (it.length > c->slot) {
+			snprintf(why, len, "item %zu is larger than a batch", i);
+			return -EFBIG;
+		}
+		if (!i || fill + it.length > c->slot) {
+			c->starts[c->nbatches++] = i;
+			fill = 0;
+		}
+		fill += it.length;
+	}
+	c->starts[c->nbatches] = n;
+	return 0;
+}
+
+struct dl {
+	struct cmp *c;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	uint64_t *fill;		/* per worker buffer: bytes of its batch, 0: free */
+	size_t *batch;		/* per worker buffer: which batch it holds */
+	int err;
+	bool stop;
+};
+
+struct dl_worker {
+	struct dl *d;
+	uint32_t id;
+	pthread_t thread;
+};
+
+/* Worker id reads batches id, id + N, ... into its two buffers in turn. */
+static void *dl_worker(void *arg)
+{
+	struct dl_worker *w = arg;
+	struct dl *d = w->d;
+	struct cmp *c = d->c;
+
+	for (size_t k = w->id, round = 0; k < c->nbatches; k += c->workers, round++) {
+		size_t b = w->id * 2 + round % 2;
+		uint64_t fill = 0;
+		int ret = 0;
+
+		pthread_mutex_lock(&d->lock);
+		while (d->fill[b] && !d->stop)
+			pthread_cond_wait(&d->cv, &d->lock);
+		pthread_mutex_unlock(&d->lock);
+		if (d->stop)
+			break;
+		for (size_t i = c->starts[k]; i < c->starts[k + 1] && !ret; i++) {
+			struct pm_item it;
+
+			pm_manifest_item(c->m, i, &it);
+			ret = pread_all(c->fds[it.path_id], c->wbuf[b] + fill, it.length, it.offset);
+			fill += it.length;
+		}
+		pthread_mutex_lock(&d->lock);
+		if (ret) {
+			d->err = ret;
+			d->stop = true;
+		}
+		d->batch[b] = k;
+		d->fill[b] = fill;
+		pthread_cond_broadcast(&d->cv);
+		pthread_mutex_unlock(&d->lock);
+		if (ret)
+			break;
+	}
+	return NULL;
+}
+
+/* (e): the workers read, this thread is the pin thread. */
+static int run_dataloader(struct cmp *c, struct row *r)
+{
+	struct dl d = { .c = c };
+	struct dl_worker *w = calloc(c->workers, sizeof(*w));
+	char *pin = pm_buf_ptr(c->pinned);
+	uint32_t started = 0;
+	int ret = 0;
+
+	d.fill = calloc(2 * c->workers, sizeof(*d.fill));
+	d.batch = calloc(2 * c->workers, sizeof(*d.batch));
+	pthread_mutex_init(&d.lock, NULL);
+	pthread_cond_init(&d.cv, NULL);
+	if (!w || !d.fill || !d.batch)
+		ret = -ENOMEM;
+	for (; !ret && started < c->workers; started++) {
+		w[started].d = &d;
+		w[started].id = started;
+		ret = -pthread_create(&w[started].thread, NULL, dl_worker, &w[started]);
+		if (ret)
+			break;
+	}
+	for (size_t k = 0; !ret && k < c->nbatches; k++) {
+		size_t b = (k % c->workers) * 2 + (k / c->workers) % 2;
+		uint64_t fill;
+
+		pthread_mutex_lock(&d.lock);
+		while (!(d.fill[b] && d.batch[b] == k) && !d.err)
+			pthread_cond_wait(&d.cv, &d.lock);
+		ret = d.err;
+		fill = d.fill[b];
+		pthread_mutex_unlock(&d.lock);
+		if (ret)
+			break;
+		memcpy(pin, c->wbuf[b], fill);
+		ret = to_device(c, pin, fill, r);
+		r->bytes += fill;
+		pthread_mutex_lock(&d.lock);
+		d.fill[b] = 0;
+		pthread_cond_broadcast(&d.cv);
+		pthread_mutex_unlock(&d.lock);
+	}
+	pthread_mutex_lock(&d.lock);
+	d.stop = true;
+	pthread_cond_broadcast(&d.cv);
+	pthread_mutex_unlock(&d.lock);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(w[i].thread, NULL);
+	if (ret && !r->note[0])
+		snprintf(r->note, sizeof(r->note), "%s", strerror(-ret));
+	else if (!ret)
+		snprintf(r->note, sizeof(r->note), "%u workers", c->workers);
+	pthread_mutex_destroy(&d.lock);
+	pthread_cond_destroy(&d.cv);
+	free(d.fill);
+	free(d.batch);
+	free(w);
+	return ret;
+}
+
 static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
 {
 	struct pm_stream_opts so = c->a->so;
@@ -208,7 +379,9 @@ static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
 	so.direct = direct;
 	so.no_crc = true;	/* the baselines check nothing either */
 	so.batch_bytes = c->slot;
+	r->setup_cpu_s = cpu_s();
 	ret = pm_stream_create(c->ctx, c->m, &so, &s);
+	r->setup_cpu_s = cpu_s() - r->setup_cpu_s;
 	if (ret) {
 		snprintf(r->note, sizeof(r->note), "%s", pm_ctx_last_error(c->ctx));
 		return ret;
@@ -219,6 +392,7 @@ static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
 		snprintf(r->note, sizeof(r->note), "%s", pm_stream_error(s));
 	pm_stream_stats(s, &st);
 	r->bytes = st.bytes;
+	r->io_s = st.io_s;
 	if (!ret && direct == PM_DIRECT_ON)
 		snprintf(r->note, sizeof(r->note), "%u files O_DIRECT", st.files_direct);
 	pm_stream_destroy(s);
@@ -242,15 +416,30 @@ static void run_row(struct cmp *c, enum mode mode, bool warm, struct row *r)
 	case MODE_A: ret = run_pread(c, true, r); break;
 	case MODE_B: ret = run_pread(c, false, r); break;
 	case MODE_C: ret = run_stream(c, PM_DIRECT_OFF, r); break;
-	default: ret = run_stream(c, PM_DIRECT_ON, r); break;
+	case MODE_D: ret = run_stream(c, PM_DIRECT_ON, r); break;
+	default: ret = run_dataloader(c, r); break;
 	}
 	t = ps_now() - t0;
-	cpu = cpu_s() - c0;
+	cpu = cpu_s() - c0 - r->setup_cpu_s;
+	if (r->io_s > 0)
+		t = r->io_s;
 	r->ok = !ret;
 	if (r->ok && r->bytes) {
 		r->gbps = r->bytes / t / 1e9;
 		r->cpu_per_gb = cpu / (r->bytes / 1e9);
 	}
+}
+
+/* The fastest baseline row (a, b, e) of a cache state, NULL when none ran. */
+static struct row *strongest(struct row *rows, int n, bool warm)
+{
+	struct row *best = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (baseline(rows[i].mode) && rows[i].warm == warm && rows[i].ok &&
+		    (!best || rows[i].gbps > best->gbps))
+			best = &rows[i];
+	return best;
 }
 
 static void print_table(struct cmp *c, struct row *rows, int n)
@@ -268,13 +457,10 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 	printf("cold rows: page cache dropped first with %s; 'cached' is the share of the files in the page cache when the row started\n",
 	       c->drop_note[0] ? c->drop_note : "nothing (no cold row ran)");
 	printf("%-30s %-5s %7s %9s %9s %9s %7s  %s\n", "mode", "cache", "GB/s",
-	       "CPU s/GB", "GB/s/(a)", "CPU/(a)", "cached", "note");
+	       "CPU s/GB", "GB/s/best", "CPU/best", "cached", "note");
 	for (int i = 0; i < n; i++) {
-		struct row *r = &rows[i], *base = NULL;
+		struct row *r = &rows[i], *base = strongest(rows, n, r->warm);
 
-		for (int j = 0; j < n; j++)
-			if (rows[j].mode == MODE_A && rows[j].warm == r->warm && rows[j].ok)
-				base = &rows[j];
 		if (!r->ok) {
 			printf("%-30s %-5s %7s %9s %9s %9s %6.0f%%  %s\n", mode_names[r->mode],
 			       r->warm ? "warm" : "cold", "n/a", "", "", "", 100 * r->cached,
@@ -290,6 +476,19 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 			printf(" %9s %9s", "", "");
 		printf(" %6.0f%%  %s\n", 100 * r->cached, r->note);
 	}
+	for (int warm = 0; warm < 2; warm++) {
+		struct row *base = strongest(rows, n, warm);
+
+		if (!base)
+			continue;
+		printf("%s: the strongest baseline is %s (%.2f GB/s)", warm ? "warm" : "cold",
+		       mode_names[base->mode], base->gbps);
+		for (int i = 0; i < n; i++)
+			if (rows[i].warm == warm && !baseline(rows[i].mode) && rows[i].ok)
+				printf("; %.3s %.2fx", mode_names[rows[i].mode],
+				       rows[i].gbps / base->gbps);
+		printf("\n");
+	}
 }
 
 static void print_json(struct cmp *c, struct row *rows, int n)
@@ -302,11 +501,17 @@ static void print_json(struct cmp *c, struct row *rows, int n)
 	       (unsigned long long)pm_manifest_bytes(c->m), pm_manifest_count(c->m),
 	       (unsigned long long)c->slot, c->a->so.qd, c->a->so.chunk_bytes, ci.backend);
 	ps_json_str(stdout, c->drop_note);
+	for (int warm = 0; warm < 2; warm++) {
+		struct row *base = strongest(rows, n, warm);
+
+		printf(",\"strongest_%s\":\"%c\"", warm ? "warm" : "cold",
+		       base ? "abcde"[base->mode] : '-');
+	}
 	printf(",\"rows\":[");
 	for (int i = 0; i < n; i++) {
 		struct row *r = &rows[i];
 
-		printf("%s{\"mode\":\"%c\",\"name\":", i ? "," : "", "abcd"[r->mode]);
+		printf("%s{\"mode\":\"%c\",\"name\":", i ? "," : "", "abcde"[r->mode]);
 		ps_json_str(stdout, mode_names[r->mode] + 4);
 		printf(",\"cache\":\"%s\",\"ok\":%s,\"gbps\":%.4f,\"cpu_s_per_gb\":%.5f,"
 		       "\"cached_at_start\":%.3f,\"note\":", r->warm ? "warm" : "cold",
@@ -328,7 +533,8 @@ int ps_compare(const struct ps_args *a)
 {
 	struct cmp c = { .a = a };
 	struct pm_ctx_info ci;
-	struct row rows[8];
+	static const enum mode order[] = { MODE_A, MODE_B, MODE_E, MODE_C, MODE_D };
+	struct row rows[10];
 	int n = 0, ret = PS_EXIT_FAIL;
 	uint32_t np;
 
@@ -336,7 +542,7 @@ int ps_compare(const struct ps_args *a)
 	if (!c.m)
 		return PS_EXIT_FAIL;
 	/* host side only unless a backend was asked for */
-	c.ctx = ps_open(a->backend_set ? a->backend : PM_BACKEND_NONE);
+	c.ctx = ps_open(a->backend_set ? a->backend : PM_BACKEND_NONE, a->device);
 	if (!c.ctx)
 		goto out;
 	pm_ctx_info(c.ctx, &ci);
@@ -368,13 +574,32 @@ int ps_compare(const struct ps_args *a)
 		goto out;
 	}
 
-	for (enum mode md = MODE_A; md <= MODE_D; md++)
-		run_row(&c, md, false, &rows[n++]);
+	{
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		char why[128] = "out of memory";
+
+		c.workers = cpus > 0 ? (uint32_t)cpus : 1;
+		c.wbuf = calloc(2 * c.workers, sizeof(*c.wbuf));
+		for (uint32_t i = 0; c.wbuf && i < 2 * c.workers; i++) {
+			c.wbuf[i] = malloc(c.slot);
+			if (!c.wbuf[i])
+				goto nomem;
+			memset(c.wbuf[i], 0, c.slot);	/* warm workers' buffers are faulted in */
+		}
+		if (!c.wbuf || plan_batches(&c, why, sizeof(why))) {
+nomem:
+			ps_err("%s", why);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		run_row(&c, order[i], false, &rows[n++]);
 	if (!a->no_warm) {
 		if (fits_in_memory(pm_manifest_bytes(c.m))) {
 			warm_up(&c);
-			for (enum mode md = MODE_A; md <= MODE_C; md++)
-				run_row(&c, md, true, &rows[n++]);
+			for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+				if (order[i] != MODE_D)
+					run_row(&c, order[i], true, &rows[n++]);
 		} else {
 			fprintf(stderr, "pinstream: warm rows left out: the dataset does not fit in free memory\n");
 		}
@@ -397,6 +622,10 @@ out:
 			close(c.fds[i]);
 	free(c.fds);
 	free(c.pageable);
+	for (uint32_t i = 0; c.wbuf && i < 2 * c.workers; i++)
+		free(c.wbuf[i]);
+	free(c.wbuf);
+	free(c.starts);
 	if (c.ctx)
 		pm_close(c.ctx);
 	pm_manifest_destroy(c.m);

@@ -3,6 +3,8 @@
  * --make-dataset: N files of pseudo-random bytes (seeded, so a dataset can be
  * made again bit for bit) and a manifest that cuts them into items of random,
  * unaligned sizes with their crc32c, the shape of a real sample store.
+ * With --item-size MIN-MAX instead: N small files of one item each
+ * (DIR/NNNN/NNNNNNN.bin, 1000 per directory), the shape of ImageNet.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -127,6 +129,97 @@ static int make_file(const char *dir, uint32_t i, uint64_t size, uint64_t seed,
 	return ret;
 }
 
+static FILE *open_manifest(const char *dir, char *mpath, size_t len)
+{
+	FILE *f;
+
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		ps_err("%s: %s", dir, strerror(errno));
+		return NULL;
+	}
+	snprintf(mpath, len, "%s/manifest.txt", dir);
+	f = fopen(mpath, "we");
+	if (!f)
+		ps_err("%s: %s", mpath, strerror(errno));
+	return f;
+}
+
+/* N files of one item each; written without fsync, then synced once and dropped from the cache. */
+static int make_small_files(const struct ps_args *a)
+{
+	uint64_t rng = a->so.seed * 0x9e3779b97f4a7c15ull + 0x7654321, bytes = 0;
+	uint64_t span = a->item_max - a->item_min + 1;
+	char mpath[4096], path[4200], sz[32];
+	char *buf = malloc(a->item_max + 8);
+	FILE *mf = open_manifest(a->make_dataset, mpath, sizeof(mpath));
+	int ret = 0;
+
+	if (!mf || !buf) {
+		if (mf)
+			fclose(mf);
+		free(buf);
+		return PS_EXIT_FAIL;
+	}
+	fprintf(mf, "# pinstream --make-dataset --files %u --item-size %llu-%llu --seed %llu\n"
+		"# path offset length crc32c\n", a->dataset_files,
+		(unsigned long long)a->item_min, (unsigned long long)a->item_max,
+		(unsigned long long)a->so.seed);
+	for (uint32_t i = 0; i < a->dataset_files && !ret; i++) {
+		uint64_t len = a->item_min + xorshift(&rng) % span;
+		int fd;
+
+		if (i % 1000 == 0) {
+			snprintf(path, sizeof(path), "%s/%04u", a->make_dataset, i / 1000);
+			if (mkdir(path, 0755) && errno != EEXIST) {
+				ret = -errno;
+				break;
+			}
+		}
+		for (uint64_t k = 0; k < len; k += 8) {
+			uint64_t v = xorshift(&rng);
+
+			memcpy(buf + k, &v, 8);
+		}
+		snprintf(path, sizeof(path), "%s/%04u/%07u.bin", a->make_dataset, i / 1000, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			ret = -errno;
+			break;
+		}
+		ret = write_all(fd, buf, len);
+		if (close(fd) && !ret)
+			ret = -errno;
+		fprintf(mf, "%04u/%07u.bin 0 %llu %08x\n", i / 1000, i,
+			(unsigned long long)len, pm_crc32c(0, buf, len));
+		bytes += len;
+	}
+	if (ret)
+		ps_err("%s: %s", path, strerror(-ret));
+	free(buf);
+	if (fclose(mf) && !ret) {
+		ps_err("%s: %s", mpath, strerror(errno));
+		ret = -EIO;
+	}
+	if (ret)
+		return PS_EXIT_FAIL;
+	sync();
+	/* the dataset should start cold, not fill the page cache */
+	for (uint32_t i = 0; i < a->dataset_files; i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%04u/%07u.bin", a->make_dataset, i / 1000, i);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			close(fd);
+		}
+	}
+	printf("pinstream: wrote %u files, %s, %u items to %s (manifest %s)\n",
+	       a->dataset_files, ps_bytes(bytes, sz, sizeof(sz)), a->dataset_files,
+	       a->make_dataset, mpath);
+	return 0;
+}
+
 int ps_make_dataset(const struct ps_args *a)
 {
 	struct item_cut c = { .rng = a->so.seed * 0x9e3779b97f4a7c15ull + 0x1234567 };
@@ -136,6 +229,8 @@ int ps_make_dataset(const struct ps_args *a)
 	char *buf;
 	int ret = 0;
 
+	if (a->item_max)
+		return make_small_files(a);
 	if (mkdir(a->make_dataset, 0755) && errno != EEXIST) {
 		ps_err("%s: %s", a->make_dataset, strerror(errno));
 		return PS_EXIT_FAIL;

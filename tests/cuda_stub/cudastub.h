@@ -1,11 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Control side of the test-only CUDA runtime stand-in (cudart_stub.c).  The
- * stand-in implements the runtime calls lib/backend_cuda.c makes, with the
- * real prototypes from cuda_runtime_api.h, on ordinary memory; it logs every
- * call in order, can fail the Nth call of a function with a chosen error, and
- * can hold copies pending so tests see events before and after completion.
- * Tests dlopen the same path libpinmem loads and dlsym these functions.
+ * stand-in implements the runtime calls lib/backend_cuda.c makes (and the
+ * few driver calls of its device guard), with the real prototypes from
+ * cuda_runtime_api.h and cuda.h, on ordinary memory, as strictly as the real
+ * runtime where libpinmem could go wrong on a multi-GPU node:
+ *
+ * - a current device per thread (0 until set), and a stack of driver
+ *   contexts pushed over it (cuCtxPushCurrent);
+ * - a device's context is created by the first call that needs one with that
+ *   device current (and by cudaSetDevice, as CUDA 12 does), so a test can
+ *   assert that no context was ever created on a device;
+ * - streams and events belong to the device current at their creation;
+ *   cudaEventRecord of an event on another device than the stream's fails
+ *   with cudaErrorInvalidResourceHandle, as the runtime does;
+ * - every stream has a worker thread that runs its work later, in stream
+ *   order: copies, event records, cudaStreamWaitEvent and a consumer
+ *   "kernel" (cudastub_kernel_read) that reads device memory, so a copy that
+ *   overwrites a buffer before the consumer read it is caught.
+ *
+ * It logs every call in order, can fail the Nth call of a function with a
+ * chosen error, and can hold the workers so tests see work pending.  Tests
+ * dlopen the same path libpinmem loads and dlsym these functions.
  */
 #ifndef CUDASTUB_H
 #define CUDASTUB_H
@@ -19,14 +35,16 @@ struct cudastub_call {
 	size_t len;
 	unsigned int flags;	/* flags or kind argument, device ordinal */
 	int ret;		/* cudaError_t returned */
+	int dev;		/* the calling thread's current device */
 };
 
 /* Forget everything; devices present, or count_err from cudaGetDeviceCount. */
 typedef void cudastub_reset_fn(int devices, int count_err);
 /* The nth call (1 = next) of fn returns err without doing anything. */
 typedef void cudastub_fail_fn(const char *fn, int nth, int err);
-/* Hold copies pending (1) until cudastub_complete() or a synchronize. */
+/* Hold the stream workers (1): queued work stays pending until released or synchronized. */
 typedef void cudastub_hold_fn(int on);
+/* Run everything queued so far (even while held) and wait for it. */
 typedef void cudastub_complete_fn(void);
 /* Add a label to the call log (e.g. "mlock" from a test's system calls). */
 typedef void cudastub_mark_fn(const char *label);
@@ -34,7 +52,19 @@ typedef int cudastub_log_count_fn(void);
 typedef const struct cudastub_call *cudastub_log_at_fn(int i);
 /* Index of the first entry fn at or after from, -1 if none. */
 typedef int cudastub_find_fn(const char *fn, int from);
-/* Live objects: "registrations", "allocs", "events", "streams", "unregistered_copies". */
+/*
+ * Live objects: "registrations", "allocs", "events", "streams",
+ * "unregistered_copies", "pending_copies" (queued, not finished),
+ * "context0".."context7" (1 once that device has a context),
+ * "calls_on0".."calls_on7" (runtime calls made with that device current).
+ */
 typedef int cudastub_count_fn(const char *what);
+/*
+ * A consumer "kernel" on stream: after sleeping delay_us it copies len
+ * bytes of device memory (or registered host memory) src to host memory
+ * dst, when the stream reaches it.  Returns a cudaError_t (the stream must be on the current device).
+ */
+typedef int cudastub_kernel_read_fn(void *stream, void *dst, const void *src,
+				    size_t len, unsigned int delay_us);
 
 #endif /* CUDASTUB_H */

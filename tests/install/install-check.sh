@@ -22,6 +22,14 @@ has() { grep "$@" > /dev/null; }
 mans=$(cd man 2>/dev/null && ls -- *.[1-8] 2>/dev/null || true)
 echo "$mans" | has -x pinctl.8 || fail "man/pinctl.8 is missing"
 
+# Where Debian's python3 looks for packages installed under a prefix
+# (mk/80-python.mk exports the PYTHON it built the package for).
+PYTHON=${PYTHON:-python3}
+pysite() {
+	if [ "$1" = /usr ]; then echo /usr/lib/python3/dist-packages
+	else echo "$1/lib/python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages"; fi
+}
+
 # path mode [symlink target]; under PREFIX, or absolute under DESTDIR.
 expected() {
 	local p=$1
@@ -42,6 +50,11 @@ $p/lib/sysusers.d/pinmem.conf 644
 EOF
 	[ ! -f include/pinmem_stream.h ] || echo "$p/include/pinmem_stream.h 644"
 	for m in $mans; do echo "$p/share/man/man${m##*.}/$m 644"; done
+	# The Python package (mk/80-python.mk).
+	for f in $(cd python/pinmem && ls -- *.py) \
+		"_pinmem$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"; do
+		echo "$(pysite "$p")/pinmem/$f 644"
+	done
 }
 
 check_prefix() {
@@ -109,6 +122,13 @@ check_prefix() {
 		echo "#include <$h>" | ${CXX:-c++} -fsyntax-only -Wall -Werror $cflags -x c++ - ||
 			fail "<$h> does not compile as C++"
 	done
+
+	# The installed Python package imports and opens a context (it links
+	# libpinmem statically, so no library path is needed).
+	out=$(cd / && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$d$(pysite "$prefix") "$PYTHON" -c 'import pinmem; print(pinmem.__file__, pinmem.open().empty(4096).pin_mode)') ||
+		fail "the installed Python package does not import: $out"
+	echo "$out" | has "^$d.* \(module\|mlock\)$" || fail "python: '$out'"
+	echo "install-check: python: $out"
 
 	for t in pinctl pinstream; do
 		out=$(LD_LIBRARY_PATH=$d$prefix/lib "$d$prefix/bin/$t" --version 2>&1) ||

@@ -33,7 +33,8 @@ expect() {
 	want=$1 pat=$2
 	shift 2
 	n=$((n + 1))
-	"$bin" "$@" >"$work/out" 2>&1
+	# a run that blocks (a FIFO's open) fails instead of hanging the check
+	timeout 120 "$bin" "$@" >"$work/out" 2>&1
 	rc=$?
 	if [ "$rc" != "$want" ] || ! grep -Eq -- "$pat" "$work/out"; then
 		fail "pinstream $* -> rc=$rc (want $want), no /$pat/ in: $(head -c 600 "$work/out")"
@@ -67,6 +68,15 @@ usage --rank 1 "$f"
 usage --world-size 0 "$f"
 usage --prefetch 9 --slots 4 "$f"
 usage --bogus "$f"
+usage --device x "$f"
+usage --device 5000 "$f"
+# LOCAL_RANK is the device when --device is not given, and must be a number
+n=$((n + 1))
+LOCAL_RANK=zero "$bin" "$f" >"$work/out" 2>"$work/err"
+rc=$?
+if [ "$rc" != 2 ] || ! grep -q "LOCAL_RANK='zero' is not a CUDA device number" "$work/err"; then
+	fail "LOCAL_RANK=zero pinstream -> rc=$rc: $(cat "$work/err")"
+fi
 usage -x "$f"
 usage --manifest m.txt "$f"
 usage --compare --epochs 2 "$f"
@@ -75,6 +85,10 @@ usage --make-dataset "$work/d" --size 1X
 usage --make-dataset "$work/d" --size 8K --files 3
 usage --make-dataset "$work/d" --size 1M "$f"
 usage --size 1M "$f"
+usage --make-dataset "$work/d" --item-size 4K
+usage --make-dataset "$work/d" --item-size 8K-4K
+usage --make-dataset "$work/d" --item-size 0-4K
+usage --make-dataset "$work/d" --size 1M --item-size 1K-4K
 usage --json
 
 expect 0 'Examples:' --help
@@ -83,6 +97,13 @@ expect 1 'nope\.bin: No such file or directory' "$work/nope.bin"
 expect 1 'not a regular file' "$work"
 : >"$work/empty.bin"
 expect 1 'empty\.bin: empty file, no items' "$work/empty.bin"
+expect 1 'no items: every file is empty' "$work/empty.bin"
+# an empty file among others has no items: said, and the rest streams
+expect 0 'empty\.bin: empty file, no items; going on' "$f" "$work/empty.bin" "$f" --no-progress
+mkfifo "$work/fifo"
+expect 1 'fifo: not a regular file' "$f" "$work/fifo"
+printf 'fifo 0 10\n' >"$work/fifo.txt"
+expect 1 'fifo: a FIFO, not a regular file or block device' --manifest "$work/fifo.txt" --no-progress
 printf 'f.bin 0 10\nf.bin 5\n' >"$work/bad.txt"
 expect 1 'bad\.txt:2: expected .path offset length \[crc32c\]., got 2 fields' --manifest "$work/bad.txt"
 printf 'f.bin 99990 20\n' >"$work/past.txt"
@@ -91,6 +112,9 @@ expect 1 'item 0 \(.*f\.bin offset 99990 length 20\): past the end of the file \
 # a real dataset: written, streamed with its crc32c values checked, compared
 expect 0 'wrote 2 files, 8 MiB, [0-9]+ items' --make-dataset "$work/d" --size 8M --files 2 --seed 3
 expect 0 ' 0 failed batches' --manifest "$work/d/manifest.txt" --backend host --no-progress
+# the device asked for (by --device over LOCAL_RANK) is the one reported
+LOCAL_RANK=3 expect 0 '"device":2,' --manifest "$work/d/manifest.txt" --backend host --device 2 --json
+LOCAL_RANK=3 expect 0 '"device":3,' --manifest "$work/d/manifest.txt" --backend host --json
 expect 0 '"failed_batches":0' --manifest "$work/d/manifest.txt" --json --epochs 2 --shuffle --seed 5 --batch-items 3
 if command -v python3 >/dev/null; then
 	n=$((n + 1))
@@ -99,9 +123,31 @@ if command -v python3 >/dev/null; then
 		fail "--json output is not JSON: $(cat "$work/out")"
 	[ "$got" = "$want" ] || fail "--json bytes $got, manifest says $want for 2 epochs"
 fi
+# --json stays valid UTF-8 when a path is not: the byte is escaped as \udcXX
+if command -v python3 >/dev/null; then
+	n=$((n + 1))
+	bad=$(printf 'bad\377\303name.bin')
+	head -c 1000 /dev/urandom >"$work/$bad"
+	printf '%s 990 20\n' "$bad" >"$work/utf.txt"
+	"$bin" --manifest "$work/utf.txt" --json --no-progress >"$work/out" 2>/dev/null
+	python3 -c '
+import json, os, sys
+d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+assert b"bad\xff\xc3name.bin offset 990" in os.fsencode(d["error"]), d["error"]
+' <"$work/out" || fail "--json with a non-UTF-8 path: $(cat "$work/out")"
+fi
 expect 0 '"items":[0-9]+' "$work"/d/data-*.bin --item-bytes 64K --rank 1 --world-size 3 --json
 expect 0 '\(d\) pinmem O_DIRECT io_uring +cold' --compare --cold-only "$work"/d/data-*.bin
 expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/manifest.txt"
+expect 0 'warm: the strongest baseline is \((a|b|e)\) .*; \(c\) [0-9.]+x' --compare --manifest "$work/d/manifest.txt"
+expect 0 '\(e\) DataLoader N workers \+ pin +cold .* [0-9]+ workers' --compare --cold-only "$work"/d/data-*.bin
+expect 0 '"strongest_cold":"[abe]","strongest_warm":"[abe]","rows":\[.*"mode":"e"' --compare --json "$work"/d/data-*.bin
+# small files, one item each: more files than the open-files limit stream (opened as read)
+expect 0 'wrote 300 files, .*, 300 items' --make-dataset "$work/s" --files 300 --item-size 1K-8K
+n=$((n + 1))
+(ulimit -n 64; timeout 120 "$bin" --manifest "$work/s/manifest.txt" --json --no-progress) >"$work/out" 2>&1 ||
+	fail "300 small files under ulimit -n 64: $(cat "$work/out")"
+grep -q '"items":300,' "$work/out" || fail "300 small files: not 300 items: $(cat "$work/out")"
 # one flipped byte: the crc32c check names the item
 printf 'X' | dd of="$work/d/data-0001.bin" bs=1 seek=1000 conv=notrunc 2>/dev/null
 expect 1 'item [0-9]+ \(.*data-0001\.bin offset 0 length [0-9]+\): crc32c [0-9a-f]{8}, the manifest says' \

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * lib/backend_cuda.c against the test-only CUDA runtime stand-in
- * (tests/cuda_stub/): device selection, the non-blocking stream,
- * registration order around pinning, copies, events and their reuse, the
- * CUDA error codes turned into errno and sentences, and teardown.
+ * (tests/cuda_stub/): device selection, the device guard on every thread
+ * (no context on a device nobody chose, every thread keeps its device), the
+ * non-blocking stream and events made up front on the chosen device,
+ * registration order around pinning, copies, events and their reuse, a
+ * failed event record that leaves no copy running, the CUDA error codes
+ * turned into errno and sentences, and teardown.
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "pinmem.h"
 #include "cudastub.h"
@@ -22,6 +27,8 @@ static cudastub_mark_fn *stub_mark;
 static cudastub_log_at_fn *stub_log_at;
 static cudastub_find_fn *stub_find;
 static cudastub_count_fn *stub_count;
+static __typeof__(cudaGetDevice) *rt_get_device;
+static __typeof__(cudaSetDevice) *rt_set_device;
 
 static void mark(const char *what)
 {
@@ -56,25 +63,135 @@ static struct pm_ctx *cuda_ctx(void)
 	return ctx;
 }
 
+/* A machine root for the GPU probe: with gpus entries under proc/driver/nvidia, or none. */
+static char *probe_root(int gpus)
+{
+	static char root[64];
+	char path[160];
+
+	snprintf(root, sizeof(root), "/tmp/pm-gpu-probe.XXXXXX");
+	assert_non_null(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/proc", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/dev", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	/* a plain file is no device node: it must not count */
+	snprintf(path, sizeof(path), "%s/dev/nvidia0", root);
+	close(open(path, O_CREAT | O_WRONLY, 0644));
+	snprintf(path, sizeof(path), "%s/proc/driver/nvidia/gpus", root);
+	if (gpus) {
+		char cmd[200];
+
+		snprintf(cmd, sizeof(cmd), "mkdir -p %s/0000:41:00.0", path);
+		assert_int_equal(system(cmd), 0);
+	}
+	return root;
+}
+
+static void rm_root(const char *root)
+{
+	char cmd[100];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Write text to root + path, making the directories. */
+static void put(const char *root, const char *path, const char *text)
+{
+	char full[256], cmd[300];
+	FILE *f;
+
+	snprintf(full, sizeof(full), "%s%s", root, path);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", full);
+	assert_int_equal(system(cmd), 0);
+	f = fopen(full, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int open_auto(struct pm_ctx **ctx, const char *root, const char *lib,
+		     char *err, size_t len)
+{
+	static struct pm_sys_ops ops;	/* the context keeps a pointer to it */
+	struct pm_open_opts o = { .backend = PM_BACKEND_AUTO, .cuda_library = lib,
+				  .errbuf = err, .errbuf_len = len };
+
+	ops = fake_ops;
+	ops.root = root;
+	return pm_open_sys(ctx, &o, &ops);
+}
+
+/* No NVIDIA GPU on the machine: AUTO takes host copies and says why. */
 static void auto_without_gpu_uses_host(void **state)
 {
+	char *root = probe_root(0);
 	struct pm_ctx_info in;
 	struct pm_ctx *ctx;
+	char note[512];
 
 	stub_reset(0, 0);
-	assert_int_equal(open_cuda(&ctx, PM_BACKEND_AUTO, 0, NULL, 0), 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
-	assert_string_equal(in.backend_note, "no CUDA device (device 0 asked for)");
+	assert_int_equal(in.cuda_device, -1);
+	assert_int_equal(in.gpu_numa_node, -1);
+	snprintf(note, sizeof(note),
+		 "no CUDA device (device 0 asked for); no NVIDIA GPU here (no entries in %s/proc/driver/nvidia/gpus, no %s/dev/nvidia0), so copies go to host memory",
+		 root, root);
+	assert_string_equal(in.backend_note, note);
 	pm_close(ctx);
 
 	stub_reset(1, cudaErrorInsufficientDriver);
-	assert_int_equal(open_cuda(&ctx, PM_BACKEND_AUTO, 0, NULL, 0), 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
-	assert_string_equal(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver");
+	assert_non_null(strstr(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver; no NVIDIA GPU here"));
 	pm_close(ctx);
 	assert_int_equal(stub_count("streams"), 0);
+	rm_root(root);
+}
+
+/*
+ * A GPU is installed but cuda cannot use it: AUTO fails with a sentence that
+ * says where it looked and how to point it at a runtime, never host copies
+ * into memory GPU kernels would fault on.
+ */
+static void auto_with_gpu_never_falls_back(void **state)
+{
+	char *root = probe_root(1);
+	struct pm_ctx *ctx = (void *)1;
+	char err[1024], want[256];
+
+	stub_reset(1, 0);
+	assert_int_equal(open_auto(&ctx, root, "/nonexistent/libcudart.so", err, sizeof(err)),
+			 -ENODEV);
+	assert_null(ctx);
+	snprintf(want, sizeof(want), "an NVIDIA GPU is present (%s/proc/driver/nvidia/gpus lists 1)",
+		 root);
+	assert_non_null(strstr(err, want));
+	assert_non_null(strstr(err, "cannot load the CUDA runtime: /nonexistent/libcudart.so"));
+	assert_non_null(strstr(err, "set PINMEM_CUDART"));
+	assert_non_null(strstr(err, "nvidia/cuda_runtime/lib"));
+	/* the runtime's default search, named in the sentence */
+	unsetenv("PINMEM_CUDART");
+	stub_reset(0, 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "not usable: no CUDA device (device 0 asked for)"));
+	assert_int_equal(fake.closes, fake.opens);
+	/* the same machine with a runtime that works: cuda */
+	stub_reset(1, 0);
+	assert_int_equal(open_auto(&ctx, root, stub_path, err, sizeof(err)), 0);
+	{
+		struct pm_ctx_info in;
+
+		pm_ctx_info(ctx, &in);
+		assert_string_equal(in.backend, "cuda");
+		assert_string_equal(in.backend_note, "");
+	}
+	pm_close(ctx);
+	rm_root(root);
 }
 
 static void explicit_cuda_fails_clearly(void **state)
@@ -117,24 +234,186 @@ static void library_from_environment(void **state)
 	pm_close(ctx);
 }
 
+/* The chosen device's primary context, its stream and events, nothing on device 0. */
 static void stream_on_chosen_device(void **state)
 {
 	struct pm_ctx *ctx;
 	const struct cudastub_call *c;
-	int i;
+	int i, dev = -1;
 
 	stub_reset(2, 0);
 	assert_int_equal(open_cuda(&ctx, PM_BACKEND_CUDA, 1, NULL, 0), 0);
-	i = stub_find("cudaSetDevice", 0);
+	i = stub_find("cuDevicePrimaryCtxRetain", 0);
 	assert_true(i >= 0);
 	assert_int_equal(stub_log_at(i)->flags, 1);
 	i = stub_find("cudaStreamCreateWithFlags", i);
 	assert_true(i >= 0);
 	c = stub_log_at(i);
 	assert_int_equal(c->flags, cudaStreamNonBlocking);
+	assert_int_equal(c->dev, 1);
+	/* events up front, on the same device, before any copy */
+	i = stub_find("cudaEventCreateWithFlags", 0);
+	assert_true(i >= 0);
+	assert_int_equal(stub_log_at(i)->dev, 1);
 	assert_int_equal(stub_count("streams"), 1);
+	assert_int_equal(stub_find("cudaSetDevice", 0), -1);	/* the caller's device is left alone */
+	assert_int_equal(stub_count("context0"), 0);
+	assert_int_equal(stub_count("calls_on0"), 0);
+	assert_int_equal(rt_get_device(&dev), cudaSuccess);
+	assert_int_equal(dev, 0);
 	pm_close(ctx);
 	assert_int_equal(stub_count("streams"), 0);
+	assert_int_equal(stub_count("context0"), 0);
+}
+
+struct copier {
+	struct pm_ctx *ctx;
+	void *dev;
+	const void *src;
+	size_t len;
+	int set_device;		/* -1: leave the thread's device alone */
+	int ret, wait_ret, dev_after;
+	uint64_t ev;
+};
+
+/* A thread of the caller's program (e.g. a PyTorch thread) copying through the context. */
+static void *copier_main(void *arg)
+{
+	struct copier *cp = arg;
+
+	if (cp->set_device >= 0)
+		rt_set_device(cp->set_device);
+	cp->ret = pm_copy_h2d(cp->ctx, cp->dev, cp->src, cp->len, &cp->ev);
+	cp->wait_ret = cp->ret ? cp->ret : pm_event_wait(cp->ctx, cp->ev);
+	rt_get_device(&cp->dev_after);
+	return NULL;
+}
+
+/*
+ * A context on device 1 used from the opening thread and from other threads
+ * (one that never touched CUDA, one on device 2): every CUDA call runs on
+ * device 1, every thread keeps its own current device, no context appears on
+ * a device the user did not choose, and the bytes arrive.
+ */
+static void device_guard_on_every_thread(void **state)
+{
+	struct copier cp[2];
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+	uint8_t back[8192], *src;
+	uint64_t ev;
+	pthread_t t;
+	void *dev;
+	int cur = -1;
+
+	stub_reset(3, 0);
+	assert_int_equal(open_cuda(&ctx, PM_BACKEND_CUDA, 1, NULL, 0), 0);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	src = pm_buf_ptr(b);
+	for (int i = 0; i < 8192; i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	assert_int_equal(pm_dev_alloc(ctx, 8192, &dev), 0);
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 4096, &ev), 0);	/* stays live */
+	for (int i = 0; i < 2; i++) {
+		cp[i] = (struct copier){ .ctx = ctx, .dev = (char *)dev + 4096 * i,
+					 .src = src + 4096 * i, .len = 4096,
+					 .set_device = i ? 2 : -1 };
+		assert_int_equal(pthread_create(&t, NULL, copier_main, &cp[i]), 0);
+		pthread_join(t, NULL);
+		assert_int_equal(cp[i].ret, 0);
+		assert_int_equal(cp[i].wait_ret, 0);
+	}
+	assert_int_equal(cp[0].dev_after, 0);	/* never set: still the default */
+	assert_int_equal(cp[1].dev_after, 2);	/* its own device, restored */
+	assert_int_equal(pm_copy_d2h(ctx, back, dev, 8192), 0);
+	assert_memory_equal(back, src, 8192);
+	assert_int_equal(pm_event_release(ctx, ev), 0);
+	assert_int_equal(rt_get_device(&cur), cudaSuccess);
+	assert_int_equal(cur, 0);
+	assert_int_equal(stub_count("context0"), 0);
+	assert_int_equal(stub_count("calls_on0"), 0);
+	assert_int_equal(stub_count("calls_on2"), 0);	/* thread 2's device only by its own call */
+	assert_int_equal(stub_count("context2"), 1);
+	assert_int_equal(stub_count("unregistered_copies"), 0);
+	pm_close(ctx);
+	assert_int_equal(stub_count("context0"), 0);
+}
+
+/*
+ * cudaEventRecord failing after cudaMemcpyAsync was queued: the copy may
+ * still read the source, so pm_copy_h2d returns only once it no longer does
+ * (the caller will reuse the source: the stream frees the slot).
+ */
+static void failed_record_leaves_no_copy_running(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	uint8_t src[256] = { 9 };
+	uint64_t ev = 0;
+	void *dev;
+
+	assert_int_equal(pm_dev_alloc(ctx, 256, &dev), 0);
+	stub_hold(1);
+	stub_fail("cudaEventRecord", 1, cudaErrorLaunchFailure);
+	assert_int_equal(pm_copy_h2d(ctx, dev, src, 256, &ev), -EIO);
+	assert_int_equal(ev, 0);
+	assert_int_equal(stub_count("pending_copies"), 0);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "cudaEventRecord"));
+	stub_hold(0);
+	pm_close(ctx);
+}
+
+/*
+ * Slots for device 1 go on device 1's NUMA node, read from its PCI device in
+ * sysfs (a tree of the test's: node 0, the node this machine has); an
+ * unknown node leaves them unplaced with a note; an explicit node wins, a
+ * node that does not exist is refused.
+ */
+static void numa_placement(void **state)
+{
+	static struct pm_sys_ops ops;
+	struct pm_open_opts o = { .backend = PM_BACKEND_CUDA, .cuda_device = 1 };
+	struct pm_buf_opts bo = { 0 };
+	char *root = probe_root(1);
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+
+	stub_reset(2, 0);
+	o.cuda_library = stub_path;
+	ops = fake_ops;
+	ops.root = root;
+	put(root, "/sys/bus/pci/devices/0000:42:00.0/numa_node", "0\n");
+	put(root, "/sys/devices/system/node/node0/cpulist", "0\n");
+	assert_int_equal(pm_open_sys(&ctx, &o, &ops), 0);
+	{
+		struct pm_ctx_info in;
+
+		assert_int_equal(pm_ctx_info(ctx, &in), 0);
+		assert_int_equal(in.cuda_device, 1);
+		assert_int_equal(in.gpu_numa_node, 0);
+	}
+	assert_int_equal(pm_buf_alloc(ctx, 4 * MiB, NULL, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), 0);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	bo.numa = PM_NUMA_NONE;
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, &bo, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), -1);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	bo.numa = PM_NUMA_NODE(1000);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, &bo, &b), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "NUMA node 1000: mbind"));
+	pm_close(ctx);
+
+	/* firmware that does not say (numa_node -1): not placed, and the note says why */
+	put(root, "/sys/bus/pci/devices/0000:42:00.0/numa_node", "-1\n");
+	assert_int_equal(pm_open_sys(&ctx, &o, &ops), 0);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), -1);
+	assert_non_null(strstr(pm_buf_note(b), "the GPU's NUMA node is unknown"));
+	bo.numa = PM_NUMA_NODE(0);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, &bo, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), 0);
+	pm_close(ctx);
+	rm_root(root);
 }
 
 /* Pinned first, then registered; unregistered first, then unpinned. */
@@ -235,13 +514,15 @@ static void copies_events_and_reuse(void **state)
 	assert_int_equal(pm_event_query(ctx, ev2), 0);
 	assert_int_equal(pm_event_wait(ctx, ev2), 0);
 	assert_int_equal(pm_event_query(ctx, ev2), 1);
+	/* every event made up front (at open, on the context's device), none since */
 	creates = 0;
 	for (int i = stub_find("cudaEventCreateWithFlags", 0); i >= 0;
 	     i = stub_find("cudaEventCreateWithFlags", i + 1)) {
 		assert_int_equal(stub_log_at(i)->flags, cudaEventDisableTiming);
+		assert_true(i < stub_find("cudaMemcpyAsync", 0));
 		creates++;
 	}
-	assert_int_equal(creates, 1);
+	assert_true(creates > 1);
 	assert_int_equal(stub_count("unregistered_copies"), 0);
 	pm_close(ctx);
 	assert_int_equal(stub_count("events"), 0);
@@ -324,6 +605,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(auto_without_gpu_uses_host, setup),
+		cmocka_unit_test_setup(auto_with_gpu_never_falls_back, setup),
 		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
 		cmocka_unit_test_setup(library_from_environment, setup),
 		cmocka_unit_test_setup(stream_on_chosen_device, setup),
@@ -332,6 +614,9 @@ int main(void)
 		cmocka_unit_test_setup(copies_events_and_reuse, setup),
 		cmocka_unit_test_setup(cuda_errors_become_errno, setup),
 		cmocka_unit_test_setup(teardown_order, setup),
+		cmocka_unit_test_setup(device_guard_on_every_thread, setup),
+		cmocka_unit_test_setup(failed_record_leaves_no_copy_running, setup),
+		cmocka_unit_test_setup(numa_placement, setup),
 	};
 	void *h;
 	int r;
@@ -355,6 +640,8 @@ int main(void)
 	LOAD(stub_log_at, "cudastub_log_at");
 	LOAD(stub_find, "cudastub_find");
 	LOAD(stub_count, "cudastub_count");
+	LOAD(rt_get_device, "cudaGetDevice");
+	LOAD(rt_set_device, "cudaSetDevice");
 	r = cmocka_run_group_tests(tests, NULL, NULL);
 	stub_reset(0, 0);
 	dlclose(h);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* lib/ctx.c: what pm_open finds, ABI refusal, flags, info, close. */
+/* lib/ctx.c: what pm_open finds, ABI refusal, flags, info, close, per-thread errors. */
 #include <liburing.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "pinmem.h"
@@ -53,7 +54,7 @@ static void open_refuses_other_abi_major(void **state)
 {
 	struct pm_open_opts o = { 0 };
 	struct pm_ctx *ctx = (void *)1;
-	char err[256] = "";
+	char err[256] = "", want[256];
 
 	o.errbuf = err;
 	o.errbuf_len = sizeof(err);
@@ -61,7 +62,10 @@ static void open_refuses_other_abi_major(void **state)
 	fake.ver.abi_minor = 3;
 	assert_int_equal(pm_open_sys(&ctx, &o, &fake_ops), -EPROTO);
 	assert_null(ctx);
-	assert_string_equal(err, "/dev/pinmem speaks pinmem ABI 2.3 but this libpinmem speaks ABI 1.0; install matching versions of the module and the library");
+	snprintf(want, sizeof(want),
+		 "/dev/pinmem speaks pinmem ABI 2.3 but this libpinmem speaks ABI %d.%d; install matching versions of the module and the library",
+		 PINMEM_ABI_MAJOR, PINMEM_ABI_MINOR);
+	assert_string_equal(err, want);
 	assert_int_equal(fake.closes, fake.opens);
 
 	/* A truncated errbuf still gets a terminated prefix. */
@@ -254,6 +258,64 @@ static void close_frees_live_buffers(void **state)
 	assert_no_mapping_leak(vsz);
 }
 
+#define ERR_ROUNDS 100000
+
+struct err_thread {
+	struct pm_ctx *ctx;
+	bool dev;		/* fail pm_dev_alloc, else pm_buf_alloc */
+	int wrong;		/* rounds that read another sentence */
+};
+
+static void *fail_and_read(void *arg)
+{
+	struct err_thread *t = arg;
+	const char *want = t->dev ? "pm_dev_alloc: length is zero" : "pm_buf_alloc: size is zero";
+	struct pm_buf *b;
+	void *p;
+
+	for (int i = 0; i < ERR_ROUNDS; i++) {
+		if (t->dev)
+			assert_int_equal(pm_dev_alloc(t->ctx, 0, &p), -EINVAL);
+		else
+			assert_int_equal(pm_buf_alloc(t->ctx, 0, NULL, &b), -EINVAL);
+		if (strcmp(pm_ctx_last_error(t->ctx), want))
+			t->wrong++;
+	}
+	return NULL;
+}
+
+static void *read_only(void *arg)
+{
+	return (void *)pm_ctx_last_error(arg);
+}
+
+/* Two threads failing on one context each read their own sentence, never the other's. */
+static void last_error_per_thread(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST), *ctx2;
+	struct err_thread t[2] = { { ctx, false, 0 }, { ctx, true, 0 } };
+	pthread_t th[2];
+	void *seen;
+
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, fail_and_read, &t[i]), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(t[0].wrong, 0);
+	assert_int_equal(t[1].wrong, 0);
+	/* a thread that never failed has no sentence */
+	assert_int_equal(pthread_create(&th[0], NULL, read_only, ctx), 0);
+	assert_int_equal(pthread_join(th[0], &seen), 0);
+	assert_string_equal(seen, "");
+	assert_int_equal(pm_dev_alloc(ctx, 0, &seen), -EINVAL);
+	assert_string_equal(pm_ctx_last_error(ctx), "pm_dev_alloc: length is zero");
+	/* a new context (perhaps at the freed one's address) starts with none */
+	pm_close(ctx);
+	ctx2 = fake_ctx(0, PM_BACKEND_HOST);
+	assert_string_equal(pm_ctx_last_error(ctx2), "");
+	pm_close(ctx2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +334,7 @@ int main(void)
 		cmocka_unit_test_setup(cuda_not_built, setup),
 #endif
 		cmocka_unit_test_setup(close_frees_live_buffers, setup),
+		cmocka_unit_test_setup(last_error_per_thread, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

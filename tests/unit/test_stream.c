@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +30,9 @@
 #include "pm_test.h"
 #include "pinmem_stream.h"
 #include "cudastub.h"
+#if defined(PM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 #define NFILES 3
 
@@ -519,6 +523,73 @@ static void test_as_completed(void **state)
 	finish(ctx, m, s);
 }
 
+/*
+ * Stopping on an error, as completed: a batch that fails at once (its item is
+ * past the end of the file) while the batch before it is still reading does
+ * not hide that batch: it arrives, then the error.
+ */
+static void test_stop_as_completed(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	int got = 0, ret;
+
+	add(m, 0, 0, tf[0].size);	/* batch 0: 3 MiB, still reading ... */
+	add(m, 2, 4000, 2000);		/* batch 1: past the end, fails at once */
+	pm_stream_opts_init(&o);
+	o.order = PM_ORDER_AS_COMPLETED;
+	o.batch_items = 1;
+	o.batch_bytes = 4 << 20;
+	for (int round = 0; round < 20; round++) {
+		s = stream_ok(ctx, m, &o);
+		while (!(ret = pm_stream_next(s, &b)) && b) {
+			assert_int_equal(b->seq, 0);
+			check_batch(m, b);
+			pm_stream_release(s, b);
+			got++;
+		}
+		assert_int_equal(ret, -ENODATA);
+		assert_non_null(strstr(pm_stream_error(s), "batch 1, item 1"));
+		assert_int_equal(got, round + 1);
+		assert_int_equal(pm_stream_next(s, &b), -ENODATA);	/* sticky */
+		pm_stream_destroy(s);
+	}
+	finish(ctx, m, NULL);
+}
+
+/* A FIFO in a manifest is refused at create with a sentence, not waited on in open(2). */
+static void test_fifo_refused(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	char fifo[PATH_MAX + 16];
+	int fds = count_fds();
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	unlink(fifo);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	add(m, 0, 0, 1000);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, 10, false, 0, NULL, 0), 0);
+	pm_stream_opts_init(&o);
+	for (int skip = 0; skip < 2; skip++) {
+		o.on_error = skip ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
+		alarm(20);
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+		alarm(0);
+		assert_null(s);
+		assert_non_null(strstr(pm_ctx_last_error(ctx),
+				       "fifo: a FIFO, not a regular file or block device"));
+		assert_int_equal(count_fds(), fds);
+	}
+	unlink(fifo);
+	finish(ctx, m, NULL);
+}
+
 /* A held batch stays intact while every other slot is recycled many times. */
 static void test_held_batch_untouched(void **state)
 {
@@ -586,6 +657,176 @@ static void test_all_slots_held(void **state)
 	check_batch(m, b3);
 	pm_stream_destroy(s);	/* with batches still held: nothing leaks */
 	finish(ctx, m, NULL);
+}
+
+/*
+ * The hand-off modes on the host backend (the cuda path, with a consumer on
+ * its own stream, is test_cuda_* below): every byte right in each mode, no
+ * device buffers in HOST mode, release_on frees the slot, and a batch not
+ * held is refused by batch_wait and release_on alike.
+ */
+static void handoff_stream(enum pm_backend_kind be, enum pm_handoff mode)
+{
+	struct pm_ctx *ctx = open_ctx(be);
+	struct pm_manifest *m = random_items(200, 31 + mode, 60000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b, *last = NULL;
+	uint32_t *counts = calloc(200, sizeof(*counts));
+	int fake_stream, n = 0;
+
+	pm_stream_opts_init(&o);
+	o.slots = 3;
+	o.batch_bytes = 256 << 10;
+	o.handoff = mode;
+	o.numa = mode == PM_HANDOFF_HOST ? PM_NUMA_NODE(0) : PM_NUMA_AUTO;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.gpu_numa_node, -1);	/* no GPU */
+	assert_int_equal(st.numa_node, mode == PM_HANDOFF_HOST ? 0 : -1);
+	while (!pm_stream_next(s, &b) && b) {
+		assert_int_equal(pm_stream_batch_wait(s, b, &fake_stream), 0);
+		if (mode == PM_HANDOFF_HOST || be == PM_BACKEND_NONE)
+			assert_null(b->dev);
+		else
+			assert_non_null(b->dev);
+		check_batch(m, b);
+		for (uint32_t i = 0; i < b->nitems; i++)
+			counts[b->items[i].index]++;
+		/* alternate the two releases: both give the slot back */
+		if (n++ % 2)
+			assert_int_equal(pm_stream_release_on(s, b, &fake_stream), 0);
+		else
+			assert_int_equal(pm_stream_release(s, b), 0);
+		assert_int_equal(pm_stream_release_on(s, b, &fake_stream), -EINVAL);
+		assert_int_equal(pm_stream_batch_wait(s, b, &fake_stream), -EINVAL);
+		last = b;
+	}
+	assert_non_null(last);
+	assert_true(n > 10);
+	for (size_t i = 0; i < 200; i++)
+		assert_int_equal(counts[i], 1);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.bytes, pm_manifest_bytes(m));
+	assert_int_equal(pm_stream_release_on(s, NULL, NULL), -EINVAL);
+	free(counts);
+	finish(ctx, m, s);
+}
+
+static void test_handoff_modes(void **state)
+{
+	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_COPIED);
+	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_QUEUED);
+	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_HOST);
+	handoff_stream(PM_BACKEND_NONE, PM_HANDOFF_QUEUED);
+}
+
+/* VmRSS of this process, KiB. */
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	long v = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Whether p lies in a mapping of this process. */
+static bool mapped(const void *p)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned long a, b, x = (unsigned long)p;
+	char line[512];
+	bool in = false;
+
+	while (f && !in && fgets(line, sizeof(line), f))
+		in = sscanf(line, "%lx-%lx", &a, &b) == 2 && x >= a && x < b;
+	if (f)
+		fclose(f);
+	return in;
+}
+
+/*
+ * A DataLoader forks its workers after the stream exists.  The child gets no
+ * slot mappings (MADV_DONTFORK: its RSS is lower than the parent's by the
+ * slots, nothing copied), the stream and context fail there with -ECHILD and
+ * a sentence, destroying them there touches nothing of the parent's, and
+ * memory the caller pinned in place (a shared ring the workers write) stays
+ * shared.  The parent streams on unharmed.
+ */
+static void test_fork_after_create(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(150, 7, 60000);
+	const size_t slot = 4 << 20, slots = 6, ring_len = 1 << 20;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_buf *ring_buf;
+	unsigned char *ring;
+	long parent_rss;
+	int status, n = 1;
+	pid_t pid;
+
+	pm_stream_opts_init(&o);
+	o.slots = slots;
+	o.batch_bytes = slot;
+	o.batch_items = 10;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_non_null(b);
+	check_batch(m, b);
+	ring = mmap(NULL, ring_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(ring != MAP_FAILED);
+	assert_int_equal(pm_buf_pin_inplace(ctx, ring, ring_len, NULL, &ring_buf), 0);
+	parent_rss = rss_kib();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct pm_batch *b2;
+		struct pm_buf *nb;
+		int code = 0;
+
+		if (parent_rss - rss_kib() < (long)(slot * slots / 1024) * 9 / 10)
+			code |= 1;	/* the slots came along */
+		if (mapped(b->host))
+			code |= 2;
+		if (pm_stream_next(s, &b2) != -ECHILD ||
+		    !strstr(pm_stream_error(s), "forked from it"))
+			code |= 4;
+		if (pm_stream_release(s, b) != -ECHILD ||
+		    pm_stream_release_on(s, b, NULL) != -ECHILD)
+			code |= 8;
+		if (pm_buf_alloc(ctx, 4096, NULL, &nb) != -ECHILD ||
+		    !strstr(pm_ctx_last_error(ctx), "open a new context in this process"))
+			code |= 16;
+		if (!mapped(ring))
+			code |= 32;
+		ring[0] = 0x5a;		/* a worker writing its batch */
+		pm_stream_destroy(s);
+		pm_close(ctx);
+		_exit(code);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fail_msg("forked child: check bits %#x failed (1 RSS, 2 slot mapped, 4 next, 8 release, 16 alloc, 32 ring)",
+			 WEXITSTATUS(status));
+	assert_int_equal(ring[0], 0x5a);
+	/* the parent goes on as if nothing happened */
+	check_batch(m, b);
+	assert_int_equal(pm_stream_release(s, b), 0);
+	n += consume(s, m, NULL, NULL, NULL);
+	assert_true(n > 3);
+	assert_int_equal(pm_buf_free(ctx, ring_buf), 0);
+	munmap(ring, ring_len);
+	finish(ctx, m, s);
 }
 
 static void test_stats_stalls(void **state)
@@ -753,20 +994,23 @@ static void test_zero_and_too_big(void **state)
 	add(m, 0, 1000, 1000);
 	pm_stream_opts_init(&o);
 	o.batch_bytes = 65536;
-	s = stream_ok(ctx, m, &o);
-	assert_int_equal(pm_stream_next(s, &b), 0);
-	check_batch(m, b);
-	pm_stream_release(s, b);
-	assert_int_equal(pm_stream_next(s, &b), -EFBIG);
-	assert_non_null(strstr(pm_stream_error(s), "length 100000): needs"));
-	assert_non_null(strstr(pm_stream_error(s), "more than a slot (65536 bytes"));
-	pm_stream_destroy(s);
-	o.on_error = PM_ON_ERROR_SKIP;
+	/* found at create, whatever the policy, not when its batch comes up */
+	for (int skip = 0; skip < 2; skip++) {
+		o.on_error = skip ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
+		s = (void *)1;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EFBIG);
+		assert_null(s);
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "item 1 ("));
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "length 100000) needs"));
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "more than a slot (65536 bytes"));
+	}
+	o.batch_bytes = 0;	/* the default slot holds it */
 	s = stream_ok(ctx, m, &o);
 	consume(s, m, NULL, NULL, NULL);
 	assert_int_equal(pm_stream_stats(s, &st), 0);
-	assert_int_equal(st.items, 2);
-	assert_int_equal(st.failed_items, 1);
+	assert_int_equal(st.items, 3);
+	assert_int_equal(st.failed_items, 0);
+	(void)b;
 	finish(ctx, m, s);
 }
 
@@ -807,6 +1051,10 @@ static void test_bad_opts(void **state)
 	pm_stream_opts_init(&o);
 	o.qd = 100000;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	pm_stream_opts_init(&o);
+	o.handoff = (enum pm_handoff)3;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "handoff"));
 	assert_int_equal(count_fds(), fds);
 	finish(ctx, m, NULL);
 }
@@ -1045,6 +1293,248 @@ static void test_cuda_stub(void **state)
 	pm_manifest_destroy(m);
 	dlclose(h);
 }
+
+/* The stand-in's control calls and the runtime calls a consumer makes. */
+struct stub {
+	void *h;
+	cudastub_reset_fn *reset;
+	cudastub_count_fn *count;
+	cudastub_kernel_read_fn *kernel_read;
+	__typeof__(cudaGetDevice) *get_device;
+	__typeof__(cudaSetDevice) *set_device;
+	__typeof__(cudaStreamCreateWithFlags) *stream_create;
+	__typeof__(cudaStreamSynchronize) *stream_sync;
+	__typeof__(cudaStreamDestroy) *stream_destroy;
+};
+
+static void stub_open(struct stub *st, int devices)
+{
+	const char *path = getenv("PM_TEST_CUDA_STUB");
+
+	assert_non_null(path);	/* make unit-check sets it */
+	st->h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	assert_non_null(st->h);
+	*(void **)&st->reset = dlsym(st->h, "cudastub_reset");
+	*(void **)&st->count = dlsym(st->h, "cudastub_count");
+	*(void **)&st->kernel_read = dlsym(st->h, "cudastub_kernel_read");
+	*(void **)&st->get_device = dlsym(st->h, "cudaGetDevice");
+	*(void **)&st->set_device = dlsym(st->h, "cudaSetDevice");
+	*(void **)&st->stream_create = dlsym(st->h, "cudaStreamCreateWithFlags");
+	*(void **)&st->stream_sync = dlsym(st->h, "cudaStreamSynchronize");
+	*(void **)&st->stream_destroy = dlsym(st->h, "cudaStreamDestroy");
+	assert_true(st->reset && st->count && st->kernel_read && st->get_device &&
+		    st->set_device && st->stream_create && st->stream_sync &&
+		    st->stream_destroy);
+	st->reset(devices, 0);
+}
+
+static struct pm_ctx *stub_ctx(int device)
+{
+	struct pm_open_opts oo = { .backend = PM_BACKEND_CUDA, .cuda_device = device,
+				   .cuda_library = getenv("PM_TEST_CUDA_STUB") };
+	struct pm_ctx *ctx;
+	char err[256] = "";
+
+	oo.errbuf = err;
+	oo.errbuf_len = sizeof(err);
+	if (pm_open(&ctx, &oo))
+		fail_msg("pm_open: %s", err);
+	return ctx;
+}
+
+/*
+ * Rank 1 of a node: the program made device 1 current (as torch.cuda.set_device
+ * does) and streams with cuda_device = 1.  Every batch's device bytes equal
+ * the file's, device 0 never gets a context, and the program's current
+ * device is 1 after every call.
+ */
+static void test_cuda_device1(void **state)
+{
+	struct pm_manifest *m = random_items(60, 17, 80000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct stub st;
+	unsigned char *back = malloc(256 << 10);
+	int n = 0, dev = -1;
+
+	stub_open(&st, 2);
+	assert_int_equal(st.set_device(1), cudaSuccess);
+	ctx = stub_ctx(1);
+	pm_stream_opts_init(&o);
+	o.slots = 3;
+	o.batch_bytes = 256 << 10;
+	s = stream_ok(ctx, m, &o);
+	for (;;) {
+		assert_int_equal(pm_stream_next(s, &b), 0);
+		assert_int_equal(st.get_device(&dev), cudaSuccess);
+		assert_int_equal(dev, 1);
+		if (!b)
+			break;
+		assert_int_equal(pm_copy_d2h(ctx, back, b->dev, b->span), 0);
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct tfile *t = file_of(m, b->items[i].path_id);
+
+			assert_memory_equal(back + b->items[i].slot_offset,
+					    t->data + b->items[i].file_offset, b->items[i].length);
+		}
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	assert_true(n > 5);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	assert_int_equal(st.get_device(&dev), cudaSuccess);
+	assert_int_equal(dev, 1);
+	assert_int_equal(st.count("context0"), 0);
+	assert_int_equal(st.count("calls_on0"), 0);
+	assert_int_equal(st.count("events"), 0);
+	free(back);
+	pm_manifest_destroy(m);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
+ * The consumer of a training loop: its "kernel" reads each batch on its own
+ * stream some time later (the stand-in's kernel_read), and the loop moves
+ * on at once.  Returns how many batches the kernel saw with bytes other than
+ * the file's, i.e. overwritten by a later batch before it read them.
+ */
+static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
+{
+	struct pm_manifest *m = random_items(120, 23, 40000);
+	struct pm_ctx *ctx = stub_ctx(0);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	cudaStream_t cs;
+	struct seen {
+		unsigned char *bytes;
+		uint32_t nitems;
+		struct pm_batch_item *items;
+	} *seen = calloc(200, sizeof(*seen));
+	int n = 0, bad = 0;
+
+	assert_int_equal(st->stream_create(&cs, cudaStreamNonBlocking), cudaSuccess);
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 128 << 10;
+	o.handoff = mode;
+	s = stream_ok(ctx, m, &o);
+	while (!pm_stream_next(s, &b) && b) {
+		struct seen *v = &seen[n++];
+
+		assert_true(n < 200);
+		v->bytes = malloc(b->span);
+		v->nitems = b->nitems;
+		v->items = malloc(b->nitems * sizeof(*v->items));
+		memcpy(v->items, b->items, b->nitems * sizeof(*v->items));
+		assert_int_equal(pm_stream_batch_wait(s, b, cs), 0);
+		assert_int_equal(st->kernel_read(cs, v->bytes,
+						 mode == PM_HANDOFF_HOST ? b->host : b->dev,
+						 b->span, 3000), cudaSuccess);
+		if (release_on)
+			assert_int_equal(pm_stream_release_on(s, b, cs), 0);
+		else
+			assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	assert_int_equal(st->stream_sync(cs), cudaSuccess);
+	assert_true(n > 10);
+	for (int k = 0; k < n; k++) {
+		struct seen *v = &seen[k];
+		bool ok = true;
+
+		for (uint32_t i = 0; i < v->nitems; i++) {
+			const struct tfile *t = file_of(m, v->items[i].path_id);
+
+			ok = ok && !memcmp(v->bytes + v->items[i].slot_offset,
+					   t->data + v->items[i].file_offset, v->items[i].length);
+		}
+		bad += !ok;
+		free(v->bytes);
+		free(v->items);
+	}
+	free(seen);
+	pm_stream_destroy(s);
+	assert_int_equal(st->stream_destroy(cs), cudaSuccess);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	return bad;
+}
+
+/*
+ * PM_HANDOFF_QUEUED hands a batch over before its copy finished: a copy that
+ * fails later (an asynchronous CUDA error, seen by cudaEventQuery) stops the
+ * stream with that error instead of passing unnoticed.
+ */
+static void test_cuda_queued_copy_fails_late(void **state)
+{
+	struct pm_manifest *m = random_items(200, 29, 40000);
+	cudastub_fail_fn *fail_call;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct stub st;
+	int ret, n = 0;
+
+	stub_open(&st, 1);
+	*(void **)&fail_call = dlsym(st.h, "cudastub_fail");
+	assert_non_null(fail_call);
+	ctx = stub_ctx(0);
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 64 << 10;
+	o.handoff = PM_HANDOFF_QUEUED;
+	s = stream_ok(ctx, m, &o);
+	for (int k = 0; k < 8; k++)	/* from the 3rd query on, every one fails */
+		fail_call("cudaEventQuery", 3 + k, cudaErrorIllegalAddress);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	assert_int_equal(ret, -EIO);
+	assert_non_null(strstr(pm_stream_error(s), "failed after it was handed over"));
+	assert_non_null(strstr(pm_stream_error(s), "cudaErrorIllegalAddress"));
+	assert_int_equal(pm_stream_next(s, &b), -EIO);	/* sticky */
+	print_message("copy failure reported after %d batches\n", n);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
+ * Release against the consumer's stream: zero overwritten reads in every
+ * hand-off mode.  A plain release in the same loop lets the next copy (or,
+ * in HOST mode, the next read) overwrite batches the kernel has not read
+ * yet: the same check finds them, so it can fail.
+ */
+static void test_cuda_consumer_race(void **state)
+{
+	static const enum pm_handoff modes[] = {
+		PM_HANDOFF_COPIED, PM_HANDOFF_QUEUED, PM_HANDOFF_HOST,
+	};
+	struct stub st;
+	int bad;
+
+	stub_open(&st, 1);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		bad = consumer_race(&st, modes[i], true);
+		print_message("handoff %d, release_on: %d overwritten batches\n", modes[i], bad);
+		assert_int_equal(bad, 0);
+		bad = consumer_race(&st, modes[i], false);
+		print_message("handoff %d, plain release: %d overwritten batches\n", modes[i], bad);
+		assert_true(bad > 0);
+	}
+	assert_int_equal(st.count("events"), 0);
+	assert_int_equal(st.count("allocs"), 0);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
 #endif
 
 int main(void)
@@ -1057,8 +1547,12 @@ int main(void)
 		cmocka_unit_test(test_epochs_shuffle),
 		cmocka_unit_test(test_sharding_exactly_once),
 		cmocka_unit_test(test_as_completed),
+		cmocka_unit_test(test_stop_as_completed),
+		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_held_batch_untouched),
 		cmocka_unit_test(test_all_slots_held),
+		cmocka_unit_test(test_handoff_modes),
+		cmocka_unit_test(test_fork_after_create),
 		cmocka_unit_test(test_stats_stalls),
 		cmocka_unit_test(test_crc),
 		cmocka_unit_test(test_missing_file),
@@ -1071,6 +1565,9 @@ int main(void)
 		cmocka_unit_test(test_consumer_killed),
 #if defined(PM_HAVE_CUDA) && !defined(PM_TEST_MODULE)
 		cmocka_unit_test(test_cuda_stub),
+		cmocka_unit_test(test_cuda_device1),
+		cmocka_unit_test(test_cuda_consumer_race),
+		cmocka_unit_test(test_cuda_queued_copy_fails_late),
 #endif
 	};
 

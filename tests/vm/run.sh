@@ -131,6 +131,11 @@ for t in $extra; do
 	cp "$t" "$root/tests/extra/"
 	copy_libs "$t"
 done
+# VM_EXTRA_ROOT: directories other parts want copied as they are into the
+# initramfs root (the Python tests' interpreter and packages, mk/80-python.mk).
+for d in ${VM_EXTRA_ROOT:-}; do
+	cp -a "$d/." "$root/"
+done
 cat >"$root/etc/pinmem-vm.conf" <<EOF
 PINMEM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-600}
 PINMEM_RELOAD_TESTS="${VM_RELOAD_TESTS:-t_basic}"

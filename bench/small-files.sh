@@ -1,0 +1,24 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Many small files: make SMALL_FILES files of SMALL_ITEM bytes (one item
+# each), then, cold and warm, stream them with pinstream under
+# `ulimit -n 1024` and read them with a tight open+pread+close loop into
+# pinned memory (bench/pread-items.c).  Prints items/s of each and the
+# ratio.  Cold runs drop the page cache (root only; else they are skipped).
+set -eu
+O=${O:-build}
+n=${SMALL_FILES:-200000}
+item=${SMALL_ITEM:-1K-32K}
+d=$(mktemp -d "$(cd "$O" && pwd)/small-files.XXXXXX")
+trap 'rm -rf "$d"' EXIT INT TERM
+"$O/pinstream" --make-dataset "$d" --files "$n" --item-size "$item" --seed 1
+drop() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; }
+ips() { python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f" % (d["items"] / d["elapsed_s"]))'; }
+for mode in cold warm; do
+	if [ $mode = cold ] && ! drop; then echo "cold: skipped (cannot drop caches)"; continue; fi
+	t0=$(date +%s.%N)
+	p=$( (ulimit -n 1024; "$O/pinstream" --manifest "$d/manifest.txt" --json --no-progress) | ips)
+	[ $mode = cold ] && drop
+	b=$("$O/bench/pread-items" "$d/manifest.txt" | awk '{ print $8 }')
+	echo "$mode: pinstream (ulimit -n 1024) $p items/s, open+pread+close loop $b items/s, ratio $(python3 -c "print('%.2f' % ($p / $b))")"
+done

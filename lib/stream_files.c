@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The files of a stream: opened at create when few, else checked at create
+ * and opened by each read into a bounded table of direct descriptors (see
+ * stream_files.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "pinmem_stream.h"
+#include "reader.h"
+#include "stream_files.h"
+
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC	0x9fa0
+#endif
+#ifndef SYSFS_MAGIC
+#define SYSFS_MAGIC		0x62656572
+#endif
+
+/* Most files opened at create, each holding a file descriptor. */
+#define EAGER_MAX	4096
+/* Most entries of the lazy table. */
+#define TABLE_MAX	4096
+#define NONE		UINT32_MAX
+
+__attribute__((format(printf, 2, 3)))
+static uint8_t note(struct pm_stream_files *fs, const char *fmt, ...)
+{
+	char buf[sizeof(fs->notes[0])];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	for (uint32_t i = 0; i < fs->nnotes; i++)
+		if (!strcmp(fs->notes[i], buf))
+			return (uint8_t)i;
+	if (fs->nnotes == PM_SFILE_NOTES) {
+		/* keep the last one for the rest: notes are few in practice */
+		snprintf(fs->notes[PM_SFILE_NOTES - 1], sizeof(buf), "%s",
+			 "(one of many reasons; the first ones are kept)");
+		return PM_SFILE_NOTES - 1;
+	}
+	memcpy(fs->notes[fs->nnotes], buf, sizeof(buf));
+	return (uint8_t)fs->nnotes++;
+}
+
+static const char *type_name(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISCHR(mode))
+		return "a character device";
+	return "not a regular file";
+}
+
+/*
+ * Only regular files and block devices are read: anything else (a FIFO with
+ * no writer, a terminal) could block the reader forever.
+ */
+static int check_type(const char *path, mode_t mode, char *err, size_t errlen)
+{
+	if (S_ISDIR(mode)) {
+		snprintf(err, errlen, "%s: is a directory", path);
+		return -EISDIR;
+	}
+	if (!S_ISREG(mode) && !S_ISBLK(mode)) {
+		snprintf(err, errlen, "%s: %s, not a regular file or block device",
+			 path, type_name(mode));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* open() that never waits (a FIFO's open waits for a writer), then blocking reads. */
+static int open_nowait(const char *path, int flags)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
+
+	if (fd < 0)
+		return -errno;
+	return fd;
+}
+
+static int clear_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	/* io_uring returns -EAGAIN instead of waiting on an O_NONBLOCK file */
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK))
+		return -errno;
+	return 0;
+}
+
+static int open_one(struct pm_stream_files *fs, uint32_t id, int direct,
+		    char *err, size_t errlen)
+{
+	struct pm_sfile *f = &fs->f[id];
+	const char *path = fs->m->paths[id];
+	struct statx stx;
+	struct statfs sfs;
+	int fd, ret;
+
+	fd = open_nowait(path, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s%s", path, strerror(-fd),
+			 fd == -EMFILE ? " (raise the open files limit, ulimit -n)" : "");
+		return fd;
+	}
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_DIOALIGN, &stx)) {
+		ret = -errno;
+		close(fd);
+		snprintf(err, errlen, "%s: statx: %s", path, strerror(-ret));
+		return ret;
+	}
+	ret = check_type(path, stx.stx_mode, err, errlen);
+	if (!ret)
+		ret = clear_nonblock(fd);
+	if (ret) {
+		close(fd);
+		if (ret != -EISDIR && ret != -EINVAL)
+			snprintf(err, errlen, "%s: fcntl: %s", path, strerror(-ret));
+		return ret;
+	}
+	/* pseudo files (procfs, sysfs) report size 0 whatever they hold */
+	f->size_known = S_ISREG(stx.stx_mode) && !(fstatfs(fd, &sfs) == 0 &&
+		(sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC));
+	f->size = stx.stx_size;
+	f->fd = fd;
+	f->align = 0;
+
+	if (direct == PM_DIRECT_OFF) {
+		f->note = note(fs, "buffered: O_DIRECT turned off");
+		return 0;
+	}
+	if (!f->size_known && S_ISREG(stx.stx_mode)) {
+		f->note = note(fs, "buffered: pseudo file system");
+	} else if ((stx.stx_mask & STATX_DIOALIGN) && !stx.stx_dio_offset_align) {
+		f->note = note(fs, "buffered: the file system has no O_DIRECT for it (statx DIOALIGN)");
+	} else {
+		uint32_t a;
+		int dfd;
+
+		if (stx.stx_mask & STATX_DIOALIGN)
+			a = stx.stx_dio_offset_align > stx.stx_dio_mem_align ?
+			    stx.stx_dio_offset_align : stx.stx_dio_mem_align;
+		else
+			a = stx.stx_blksize ? stx.stx_blksize : 4096;
+		if (a & (a - 1) || a > (1u << 20)) {
+			f->note = note(fs, "buffered: O_DIRECT alignment %u is not usable", a);
+		} else {
+			dfd = open_nowait(path, O_DIRECT);
+			if (dfd >= 0 && clear_nonblock(dfd)) {
+				close(dfd);
+				dfd = -errno;
+			}
+			if (dfd < 0) {
+				f->note = note(fs, "buffered: O_DIRECT open failed: %s",
+					       strerror(-dfd));
+			} else {
+				close(fd);
+				f->fd = dfd;
+				f->align = a < 512 ? 512 : a;
+				f->note = note(fs, "%s", "");
+			}
+		}
+	}
+	if (!f->align && direct == PM_DIRECT_ON) {
+		snprintf(err, errlen, "%s: O_DIRECT asked for but not possible: %s",
+			 path, fs->notes[f->note] + strlen("buffered: "));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Lazy: only what statx tells; the file is opened by its reads. */
+static int check_one(struct pm_stream_files *fs, uint32_t id, char *err, size_t errlen)
+{
+	struct pm_sfile *f = &fs->f[id];
+	const char *path = fs->m->paths[id];
+	struct statx stx;
+	int ret;
+
+	if (statx(AT_FDCWD, path, 0, STATX_TYPE | STATX_SIZE, &stx)) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	ret = check_type(path, stx.stx_mode, err, errlen);
+	if (ret)
+		return ret;
+	/* procfs and sysfs files say 0 whatever they hold: a 0 is not checked (statfs per path costs too much) */
+	f->size_known = S_ISREG(stx.stx_mode) && stx.stx_size;
+	f->size = stx.stx_size;
+	return 0;
+}
+
+/*
+ * Record path id's check or open result: 0 to go on, else the error that
+ * fails the stream (any error unless skip; a wrong type or too many open
+ * files always).
+ */
+static int keep(struct pm_stream_files *fs, uint32_t id, int ret, bool skip)
+{
+	struct pm_sfile *f = &fs->f[id];
+
+	if (ret && (!skip || ret == -EINVAL || ret == -EMFILE || ret == -ENFILE))
+		return ret;
+	f->open_err = ret;
+	if (ret)
+		f->note = note(fs, "cannot open: %s", strerror(-ret));
+	else if (fs->lazy)
+		f->note = fs->lazy_note;
+	fs->align[id] = f->align;
+	return 0;
+}
+
+/* Directories listed so far, by the prefix of a path up to its last '/'. */
+struct dirset {
+	const char **p;		/* into the manifest's paths */
+	uint32_t *len;
+	uint32_t size, n;	/* size: power of two, > 2 * n */
+};
+
+/* Add p[0..len); false when it was there already or on no memory (then every path is statx'ed). */
+static bool dirset_add(struct dirset *d, const char *p, uint32_t len)
+{
+	uint32_t h = 2166136261u, i;
+
+	if (2 * (d->n + 1) >= d->size) {
+		struct dirset g = { .size = d->size ? d->size * 2 : 64 };
+
+		g.p = calloc(g.size, sizeof(*g.p));
+		g.len = calloc(g.size, sizeof(*g.len));
+		if (!g.p || !g.len) {
+			free(g.p);
+			free(g.len);
+			return false;
+		}
+		for (uint32_t k = 0; k < d->size; k++)
+			if (d->p[k])
+				dirset_add(&g, d->p[k], d->len[k]);
+		free(d->p);
+		free(d->len);
+		*d = g;
+	}
+	for (uint32_t k = 0; k < len; k++)
+		h = (h ^ (unsigned char)p[k]) * 16777619u;
+	for (i = h & (d->size - 1); d->p[i]; i = (i + 1) & (d->size - 1))
+		if (d->len[i] == len && !memcmp(d->p[i], p, len))
+			return false;
+	d->p[i] = p;
+	d->len[i] = len;
+	d->n++;
+	return true;
+}
+
+/* Note the d_type of every manifest path listed in the directory prefix[0..len). */
+static void list_dir(struct pm_stream_files *fs, const char *prefix, size_t len,
+		     uint8_t *dtype)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (len >= sizeof(path))
+		return;
+	memcpy(path, prefix, len);
+	path[len] = 0;
+	d = opendir(len ? path : ".");
+	if (!d)
+		return;		/* its paths are statx'ed, which names the error */
+	while ((de = readdir(d))) {
+		size_t nl = strlen(de->d_name);
+		uint32_t id;
+
+		/* links and unknown types are statx'ed: they may lead anywhere */
+		if (de->d_type == DT_UNKNOWN || de->d_type == DT_LNK || len + nl >= sizeof(path))
+			continue;
+		memcpy(path + len, de->d_name, nl);
+		if (!pm_manifest_find(fs->m, path, len + nl, &id))
+			dtype[id] = de->d_type;
+	}
+	closedir(d);
+}
+
+/*
+ * Lazy: the type of every path, from its directory's listing where it can
+ * (getdents gives d_type for a whole directory at once; a statx per path
+ * costs ~13 us on a small VM, 2.6 s for 200,000 files), else statx.
+ */
+static int check_lazy(struct pm_stream_files *fs, bool skip, char *err, size_t errlen)
+{
+	uint8_t *dtype = calloc(fs->n, 1);
+	struct dirset dirs = { 0 };
+	int ret = 0;
+
+	fs->lazy_note = note(fs, "buffered: opened when read (%u files, at most %u open at once)",
+			     fs->n, fs->table);
+	for (uint32_t i = 0; dtype && i < fs->n; i++) {
+		const char *p = fs->m->paths[i], *slash = strrchr(p, '/');
+		uint32_t len = slash ? (uint32_t)(slash - p + 1) : 0;
+
+		if (!dtype[i] && dirset_add(&dirs, p, len))
+			list_dir(fs, p, len, dtype);
+	}
+	for (uint32_t i = 0; i < fs->n; i++) {
+		if (dtype && dtype[i] == DT_REG)
+			ret = 0;	/* size unknown: a read past the end fails then */
+		else if (dtype && dtype[i] && dtype[i] != DT_BLK)
+			ret = check_type(fs->m->paths[i], DTTOIF(dtype[i]), err, errlen);
+		else
+			ret = check_one(fs, i, err, errlen);
+		ret = keep(fs, i, ret, skip);
+		if (ret)
+			break;
+	}
+	free(dirs.p);
+	free(dirs.len);
+	free(dtype);
+	return ret;
+}
+
+static uint32_t nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > UINT32_MAX)
+		return UINT32_MAX;
+	return (uint32_t)rl.rlim_cur;
+}
+
+int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
+		   int direct, bool skip, char *err, size_t errlen)
+{
+	uint32_t nofile = nofile_limit();
+	int ret;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->m = m;
+	fs->n = m->npaths;
+	fs->lru_head = fs->lru_tail = NONE;
+	fs->f = calloc(fs->n, sizeof(*fs->f));
+	fs->align = calloc(fs->n, sizeof(*fs->align));
+	if (!fs->f || !fs->align) {
+		snprintf(err, errlen, "no memory for a stream of %u files", fs->n);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < fs->n; i++) {
+		fs->f[i].fd = -1;
+		fs->f[i].entry = -1;
+	}
+	fs->lazy = fs->n > EAGER_MAX || fs->n > nofile / 2;
+	if (fs->lazy) {
+		/* the kernel refuses a table larger than RLIMIT_NOFILE */
+		fs->table = fs->n < TABLE_MAX ? fs->n : TABLE_MAX;
+		if (fs->table > nofile / 2)
+			fs->table = nofile / 2 > 8 ? nofile / 2 : 8;
+		if (direct == PM_DIRECT_ON) {
+			snprintf(err, errlen,
+				 "O_DIRECT asked for, but %u files are opened as they are read (more than %u), and those are read buffered",
+				 fs->n, fs->n > EAGER_MAX ? EAGER_MAX : nofile / 2);
+			return -EINVAL;
+		}
+		fs->entries = calloc(fs->table, sizeof(*fs->entries));
+		if (!fs->entries) {
+			snprintf(err, errlen, "no memory for a table of %u files", fs->table);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < fs->table; i++) {
+			fs->entries[i].path = NONE;
+			fs->entries[i].prev = i ? i - 1 : NONE;
+			fs->entries[i].next = i + 1 < fs->table ? i + 1 : NONE;
+		}
+		fs->lru_head = 0;
+		fs->lru_tail = fs->table - 1;
+	}
+	if (fs->lazy)
+		return check_lazy(fs, skip, err, errlen);
+	for (uint32_t i = 0; i < fs->n; i++) {
+		ret = keep(fs, i, open_one(fs, i, direct, err, errlen), skip);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+void pm_sfiles_close(struct pm_stream_files *fs)
+{
+	for (uint32_t i = 0; fs->f && i < fs->n; i++)
+		if (fs->f[i].fd >= 0)
+			close(fs->f[i].fd);
+	free(fs->f);
+	free(fs->align);
+	free(fs->entries);
+	fs->f = NULL;
+	fs->align = NULL;
+	fs->entries = NULL;
+}
+
+int pm_sfiles_register(struct pm_stream_files *fs, struct pm_reader *r,
+		       char *err, size_t errlen)
+{
+	int *fds, ret;
+
+	if (fs->lazy) {
+		ret = pm_reader_register_table(r, fs->table);
+		if (ret)
+			snprintf(err, errlen,
+				 "io_uring file table of %u entries for %u files opened as they are read: %s",
+				 fs->table, fs->n, strerror(-ret));
+		return ret;
+	}
+	fds = malloc(fs->n * sizeof(*fds));
+	if (!fds) {
+		snprintf(err, errlen, "no memory to register %u files", fs->n);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < fs->n; i++)
+		fds[i] = fs->f[i].fd;
+	pm_reader_register_files(r, fds, fs->n);	/* on failure: plain fds, noted */
+	free(fds);
+	return 0;
+}
+
+static void lru_unlink(struct pm_stream_files *fs, uint32_t e)
+{
+	struct pm_fentry *x = &fs->entries[e];
+
+	if (x->prev != NONE)
+		fs->entries[x->prev].next = x->next;
+	else
+		fs->lru_head = x->next;
+	if (x->next != NONE)
+		fs->entries[x->next].prev = x->prev;
+	else
+		fs->lru_tail = x->prev;
+	x->prev = x->next = NONE;
+}
+
+/* Idle entry e goes last (most recently used), or first when it is empty. */
+static void lru_add(struct pm_stream_files *fs, uint32_t e, bool first)
+{
+	struct pm_fentry *x = &fs->entries[e];
+
+	if (first) {
+		x->prev = NONE;
+		x->next = fs->lru_head;
+		if (fs->lru_head != NONE)
+			fs->entries[fs->lru_head].prev = e;
+		else
+			fs->lru_tail = e;
+		fs->lru_head = e;
+	} else {
+		x->next = NONE;
+		x->prev = fs->lru_tail;
+		if (fs->lru_tail != NONE)
+			fs->entries[fs->lru_tail].next = e;
+		else
+			fs->lru_head = e;
+		fs->lru_tail = e;
+	}
+}
+
+int pm_sfiles_get(struct pm_stream_files *fs, uint32_t id, bool *open)
+{
+	struct pm_sfile *f = &fs->f[id];
+	struct pm_fentry *x;
+	uint32_t e;
+
+	*open = false;
+	if (f->entry >= 0) {
+		x = &fs->entries[f->entry];
+		/* a read issued before the open completed would find another file */
+		if (x->opening)
+			return -EBUSY;
+		if (!x->refs++)
+			lru_unlink(fs, (uint32_t)f->entry);
+		return f->entry;
+	}
+	e = fs->lru_head;
+	if (e == NONE)
+		return -EBUSY;
+	x = &fs->entries[e];
+	lru_unlink(fs, e);
+	if (x->path != NONE)
+		fs->f[x->path].entry = -1;	/* the open replaces it in the table */
+	x->path = id;
+	x->refs = 1;
+	x->opening = true;
+	f->entry = (int32_t)e;
+	fs->opens++;
+	*open = true;
+	return (int)e;
+}
+
+void pm_sfiles_put(struct pm_stream_files *fs, uint32_t id, bool open_failed)
+{
+	struct pm_sfile *f = &fs->f[id];
+	struct pm_fentry *x;
+	uint32_t e;
+
+	if (f->entry < 0)
+		return;
+	e = (uint32_t)f->entry;
+	x = &fs->entries[e];
+	x->opening = false;
+	if (open_failed) {
+		/* no other read of it was issued: they wait for the open */
+		f->entry = -1;
+		x->path = NONE;
+	}
+	if (!--x->refs)
+		lru_add(fs, e, x->path == NONE);
+}
+
+const char *pm_sfiles_note(const struct pm_stream_files *fs, uint32_t id)
+{
+	return fs->notes[fs->f[id].note];
+}

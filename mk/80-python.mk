@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: MIT
+# The Python package `pinmem` (python/): `make python` builds it into
+# $(O)/python (the C extension links $(O)/libpinmem.a statically), offline
+# with Debian's python3-dev and python3-setuptools; `python-check` runs the
+# pytest suite in tests/python against it; `bench-python` runs
+# bench/dataloader-compare.py.  `make install` copies the package into
+# PYTHON_SITEDIR (mk/70-install.mk).
+
+# Debian's interpreter (its python3-dev, numpy, pytest, torch), not whatever
+# python3 comes first in PATH (pyenv and virtualenv shims).
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+export PYTHON
+PY_OUT := $(O)/python
+PY_STAMP := $(PY_OUT)/.built
+PY_SRCS := $(wildcard python/setup.py python/src/*.c python/src/*.h python/pinmem/*.py)
+PYTHON_MINOR := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+# Where Debian's python3 looks: /usr/lib/python3/dist-packages for the
+# system, $(PREFIX)/lib/python3.N/dist-packages for /usr/local.
+PYTHON_SITEDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_MINOR)/dist-packages)
+
+.PHONY: python python-check bench-python
+python: $(PY_STAMP)
+
+$(PY_STAMP): $(PY_SRCS) $(LIBPINMEM_A) include/pinmem.h include/pinmem_stream.h
+	@mkdir -p $(PY_OUT)
+	cd python && PINMEM_LIBA=$(abspath $(LIBPINMEM_A)) $(PYTHON) setup.py -q build \
+		--build-base $(abspath $(O))/python-build --build-lib $(abspath $(PY_OUT)) \
+		build_ext --force
+	touch $@
+
+python-check: $(PY_STAMP)
+	cd tests/python && PYTHONPATH=$(abspath $(PY_OUT)) PYTHONDONTWRITEBYTECODE=1 \
+		$(PYTHON) -m pytest -q -p no:cacheprovider .
+
+BENCH_PYTHON_ARGS ?=
+bench-python: $(PY_STAMP)
+	PYTHONPATH=$(abspath $(PY_OUT)) $(PYTHON) bench/dataloader-compare.py $(BENCH_PYTHON_ARGS)
+
+CHECK_STEPS += python-check
+
+# `make install` / `make uninstall` include the package (mk/70-install.mk).
+PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_INST_FILES := $(notdir $(wildcard python/pinmem/*.py)) _pinmem$(PY_EXT_SUFFIX)
+.PHONY: python-install python-uninstall
+install: python-install
+uninstall: python-uninstall
+
+python-install: $(PY_STAMP)
+	$(INSTALL) -d $(DESTDIR)$(PYTHON_SITEDIR)/pinmem
+	$(INSTALL) -m 0644 $(addprefix $(PY_OUT)/pinmem/,$(PY_INST_FILES)) $(DESTDIR)$(PYTHON_SITEDIR)/pinmem/
+
+python-uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PYTHON_SITEDIR)/pinmem/,$(PY_INST_FILES))
+	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/pinmem/__pycache__
+	rmdir $(DESTDIR)$(PYTHON_SITEDIR)/pinmem 2>/dev/null || true
+
+# In the VM (tests/vm/run.sh): the suite with pinmem.ko loaded, on the
+# kernels of `make vm-check` (not the debug kernel's run: an interpreter
+# under KASAN would take most of its time).
+PY_VM_ROOT := $(O)/vm/python-root
+$(PY_VM_ROOT)/.built: $(PY_STAMP) tests/python/vm-root.sh $(wildcard tests/python/*.py)
+	PYTHON=$(PYTHON) tests/python/vm-root.sh $(PY_VM_ROOT) $(PY_OUT)
+	touch $@
+
+$(O)/vm/pinmem-pytest: tests/python/vm-pytest.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
+vm-check: $(PY_VM_ROOT)/.built $(O)/vm/pinmem-pytest
+vm-check: VM_EXTRA_TESTS += $(O)/vm/pinmem-pytest
+vm-check: VM_EXTRA_ROOT += $(PY_VM_ROOT)

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""pinmem.Stream: read dataset items straight into pinned batch slots."""
+import os
+
+from . import _pinmem
+
+__all__ = ["Stream"]
+
+
+def _dist_default(name, env, fn):
+    """rank/world_size from torch.distributed when initialised, else the launcher's environment."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return fn(dist)
+    except ImportError:
+        pass
+    v = os.environ.get(env)
+    return int(v) if v is not None else None
+
+
+def _device(device):
+    """(backend, cuda_device, views_on_device) for a device argument."""
+    if device is None:
+        # Slots registered with CUDA when there is a GPU; the consumer copies.
+        return "auto", 0, False
+    if isinstance(device, int):
+        return "cuda", device, True
+    s = str(device)
+    if s == "host":
+        return "host", 0, True      # copies into ordinary memory: the pipeline without a GPU
+    if s == "cuda":
+        return "cuda", int(os.environ.get("LOCAL_RANK", 0)), True
+    if s.startswith("cuda:"):
+        return "cuda", int(s[5:]), True
+    raise ValueError("pinmem.Stream: device must be None, 'host', 'cuda', 'cuda:N' or an int, not %r" % (device,))
+
+
+class Stream:
+    """Stream(source, *, batch_bytes=0, batch_items=0, shuffle=False, seed=0,
+    epochs=1, rank=None, world_size=None, device=None, ...)
+
+    source is a pinmem.Manifest, the path of a manifest file (lines
+    "path offset length [crc32c]"), or a list of files (each one item, or cut
+    into item_bytes-sized items).  Iterating yields pinmem.Batch objects
+    whose .views are zero-copy DLPack/buffer views of each item: of the
+    pinned host slot when device is None (handoff "host": the slots are
+    registered with CUDA when there is a GPU and the consumer copies), of the
+    batch's device copy when device is "cuda:N" (or "host": a host-memory
+    "device", to run the copy path without a GPU).  handoff="queued" hands a
+    batch over as soon as its copy is queued: torch.from_dlpack(view) on the
+    current stream (or batch.wait(stream)) orders the GPU work after the copy.
+    Release each batch (batch.release(), "with batch:", or
+    batch.release(stream=torch.cuda.current_stream()) once its GPU work is
+    queued: the slot is rewritten only after that work, and the caller never
+    blocks) so its slot can be refilled; a released batch's views must not be
+    read: new exports raise ValueError, tensors made before still map the
+    slot but see later batches' bytes.
+
+    rank and world_size default to torch.distributed's (when initialised),
+    else $RANK and $WORLD_SIZE, else 0 and 1.  state_dict() after k batches
+    and load_state_dict() on a new Stream with the same arguments resume at
+    batch k (the library has no seek yet: the k batches are read again and
+    dropped).  Other keywords go to the library: slots, prefetch, qd,
+    chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
+    order ("in_order"/"as_completed"), shard_pad ("exact"/"pad"/"drop"),
+    no_crc, pin ("auto"/"module"/"mlock"/"none"), handoff
+    ("copied"/"queued"/"host").
+    """
+
+    def __init__(self, source, *, batch_bytes=0, batch_items=0, shuffle=False,
+                 seed=0, epochs=1, rank=None, world_size=None, device=None,
+                 item_bytes=0, ctx=None, module="auto", **opts):
+        backend, cuda_device, on_dev = _device(device)
+        if isinstance(source, _pinmem.Manifest):
+            self.manifest = source
+        else:
+            self.manifest = _pinmem.Manifest()
+            if isinstance(source, (str, bytes, os.PathLike)):
+                self.manifest.load(source)
+            else:
+                for f in source:
+                    self.manifest.add_file(f, item_bytes)
+        if rank is None:
+            rank = _dist_default("rank", "RANK", lambda d: d.get_rank())
+        if world_size is None:
+            world_size = _dist_default("world_size", "WORLD_SIZE", lambda d: d.get_world_size())
+        self._own_ctx = ctx is None
+        self.ctx = ctx if ctx is not None else _pinmem.Context(
+            module=module, backend=backend, cuda_device=cuda_device)
+        self.device = device
+        if device is None:
+            opts.setdefault("handoff", "host")
+        self._opts = dict(opts, batch_bytes=batch_bytes, batch_items=batch_items,
+                          shuffle=bool(shuffle), seed=seed, epochs=epochs,
+                          rank=rank or 0, world_size=world_size or 1,
+                          cuda_device=cuda_device if backend == "cuda" else -1,
+                          views_on_device=on_dev)
+        self._s = None
+        self._delivered = 0
+        self._skip = 0
+
+    def _config(self):
+        o = self._opts
+        return {"items": len(self.manifest), "bytes": self.manifest.nbytes,
+                **{k: o[k] for k in ("batch_bytes", "batch_items", "shuffle", "seed",
+                                     "epochs", "rank", "world_size")}}
+
+    def _open(self):
+        if self._s is None:
+            self._s = _pinmem._Stream(self.ctx, self.manifest, **self._opts)
+            for _ in range(self._skip):
+                b = self._s.next()
+                if b is None:
+                    break
+                b.release()
+        return self._s
+
+    def __iter__(self):
+        self._open()
+        return self
+
+    def __next__(self):
+        """The next Batch; StopIteration at the end.  After a pinmem.Error (a failed
+        batch with on_error="stop", every slot held) the stream can be asked again."""
+        b = self._open().next()
+        if b is None:
+            raise StopIteration
+        self._delivered += 1
+        return b
+
+    def state_dict(self):
+        """Where the consumer is: the number of batches taken so far, and what makes the order."""
+        return {"batches": self._skip + self._delivered, "config": self._config()}
+
+    def load_state_dict(self, state):
+        """Resume at state's batch; call before iterating, with the same source and options."""
+        if self._s is not None:
+            raise RuntimeError("pinmem.Stream: load_state_dict() must come before iterating")
+        if state.get("config") != self._config():
+            raise ValueError("pinmem.Stream: state was saved with %r, this stream has %r"
+                             % (state.get("config"), self._config()))
+        self._skip = int(state["batches"])
+        self._delivered = 0
+
+    def stats(self):
+        """The library's counters: bytes, batches, GB/s, waits, latencies, pin mode."""
+        return self._open().stats()
+
+    def close(self):
+        """Stop reading; slots are unpinned once no batch of this stream is left."""
+        if self._s is not None:
+            self._s.close()
+        if self._own_ctx:
+            self.ctx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,335 @@
+# SPDX-License-Identifier: MIT
+"""pinmem.torch.DataLoader: the same batches as torch's, written by workers into the pinned ring."""
+import collections
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import Dataset  # noqa: E402
+
+import pinmem.torch as pt  # noqa: E402
+from conftest import MODULE_MODE, pinned_bytes  # noqa: E402
+
+
+class Images(Dataset):
+    """Fixed-shape uint8 'images' with a label; pixels depend on the index only."""
+
+    def __init__(self, n=37, shape=(3, 8, 8)):
+        self.n, self.shape = n, shape
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return torch.randint(0, 256, self.shape, dtype=torch.uint8, generator=g), i % 5
+
+
+class Mixed(Dataset):
+    """Dicts of tensors, numpy arrays, floats, strings and a random draw (worker seeding)."""
+
+    def __len__(self):
+        return 23
+
+    def __getitem__(self, i):
+        return {"x": torch.full((2, 3), float(i)), "np": numpy.arange(4, dtype=numpy.int16) + i,
+                "w": i / 7.0, "name": "item%d" % i, "flag": torch.tensor(i % 2 == 0), "f32": numpy.float32(i / 3),
+                "rand": torch.rand(2), "pair": (i, torch.tensor([i, -i]))}
+
+
+def equal(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) == type(b) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, numpy.ndarray):
+        return numpy.array_equal(a, b) and a.dtype == b.dtype
+    return a == b
+
+
+def clone(obj):
+    """obj with its tensors copied out of the ring (a batch kept past its step holds a slot)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, numpy.ndarray):
+        return obj.copy()
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone(v) for v in obj)
+    return obj
+
+
+def both(dataset, seed=1234, **kw):
+    """Batches of torch's DataLoader and of pinmem's for the same arguments and seeds."""
+    out = []
+    for cls, extra in ((torch.utils.data.DataLoader, {}), (pt.DataLoader, {"module": MODULE_MODE})):
+        torch.manual_seed(seed)
+        g = torch.Generator().manual_seed(seed)
+        loader = cls(dataset, generator=g, **kw, **extra)
+        out.append([clone(b) for b in loader])
+        if hasattr(loader, "close"):
+            assert loader.pin_mode in ("module", "mlock")
+            loader.close()
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+@pytest.mark.parametrize("shuffle,drop_last", [(False, False), (True, False), (True, True)])
+def test_same_batches_as_torch_dataloader(workers, shuffle, drop_last):
+    want, got = both(Images(), batch_size=4, shuffle=shuffle, drop_last=drop_last,
+                     num_workers=workers)
+    assert len(want) == len(got) == (37 // 4 if drop_last else 10)
+    for w, g in zip(want, got):
+        assert equal(w, g)
+
+
+def test_same_batches_with_nested_samples_and_worker_seeds():
+    want, got = both(Mixed(), batch_size=5, shuffle=True, num_workers=2)
+    assert len(want) == len(got) == 5
+    for w, g in zip(want, got):
+        assert equal(w, g), (w, g)
+
+
+def test_same_batches_with_sampler_and_custom_collate():
+    def collate(samples):
+        xs = torch.stack([s[0] for s in samples]).float() / 255
+        return {"x": xs, "y": numpy.array([s[1] for s in samples]), "n": len(samples)}
+    sampler = list(range(36, -1, -3))
+    want, got = both(Images(), batch_size=3, sampler=sampler, collate_fn=collate, num_workers=2)
+    assert len(want) == len(got) == 5
+    for w, g in zip(want, got):
+        assert equal(w, g)
+        assert isinstance(g["y"], numpy.ndarray)
+
+
+def test_batches_are_views_of_the_pinned_ring():
+    loader = pt.DataLoader(Images(), batch_size=8, num_workers=2, module=MODULE_MODE)
+    ring = None
+    for x, y in loader:
+        ring = loader._ring
+        lo, hi = ring.buf.ptr, ring.buf.ptr + ring.buf.nbytes
+        for t in (x, y):
+            assert lo <= t.data_ptr() < hi and t.data_ptr() + t.numel() * t.element_size() <= hi
+    assert ring.buf.pin_mode in ("module", "mlock")
+    loader.close()
+
+
+def test_persistent_workers_keep_their_processes_and_batches():
+    class Pids(Images):
+        def __getitem__(self, i):
+            return torch.tensor([os.getpid(), i])
+    want, got = [], []
+    for cls, res, extra in ((torch.utils.data.DataLoader, want, {}),
+                            (pt.DataLoader, got, {"module": MODULE_MODE})):
+        g = torch.Generator().manual_seed(5)
+        loader = cls(Pids(), batch_size=4, shuffle=True, num_workers=2, persistent_workers=True,
+                     generator=g, **extra)
+        for _ in range(2):
+            res.append(torch.cat([b.clone() for b in loader]))
+        if hasattr(loader, "close"):
+            loader.close()
+    assert torch.equal(want[0][:, 1], got[0][:, 1]) and torch.equal(want[1][:, 1], got[1][:, 1])
+    assert set(got[0][:, 0].tolist()) == set(got[1][:, 0].tolist())   # same worker pids
+    assert len(set(got[0][:, 0].tolist())) == 2
+
+
+def test_batch_bigger_than_a_slot():
+    class Growing(Images):
+        def __getitem__(self, i):
+            return torch.zeros(10 if i < 8 else 100000, dtype=torch.uint8)
+    loader = pt.DataLoader(Growing(), batch_size=4, num_workers=1, module=MODULE_MODE)
+    it = iter(loader)
+    next(it)
+    next(it)
+    with pytest.raises(pt.SlotTooSmallError, match=r"batch 2 needs \d+ bytes but a slot holds \d+; pass slot_bytes="):
+        next(it)
+    loader.close()
+    ok = pt.DataLoader(Growing(), batch_size=4, num_workers=1, slot_bytes=400 * 1024,
+                       module=MODULE_MODE)
+    assert [b.shape[1] for b in ok][-1] == 100000
+    ok.close()
+
+
+def test_every_batch_failing_raises_the_first_and_frees_the_ring():
+    class AllBad(Images):
+        def __getitem__(self, i):
+            raise KeyError("no sample %d" % i)
+    base = pinned_bytes()
+    loader = pt.DataLoader(AllBad(), batch_size=4, num_workers=2, module=MODULE_MODE)
+    with pytest.raises(KeyError) as e:
+        next(iter(loader))
+    assert "no sample 0" in str(e.value)             # batch 0's error, not a later batch's
+    loader.close()                                   # other batches' stored errors do not break it
+    del loader, e
+    gc.collect()
+    assert pinned_bytes() == base
+
+
+def test_worker_exception_is_raised_with_its_traceback():
+    class Bad(Images):
+        def __getitem__(self, i):
+            if i == 13:
+                raise ValueError("sample %d is corrupt" % i)
+            return super().__getitem__(i)
+    loader = pt.DataLoader(Bad(), batch_size=4, num_workers=2, module=MODULE_MODE)
+    base = pinned_bytes()
+    seen = []
+    with pytest.raises(ValueError) as e:
+        for batch in loader:
+            seen.append(batch[0].shape[0])
+            del batch                                # a batch views the ring
+    assert seen == [4, 4, 4]                         # batches 0-2 arrive before batch 3's error
+    msg = str(e.value)
+    assert "sample 13 is corrupt" in msg and "Traceback" in msg and "in __getitem__" in msg
+    assert "pinmem.torch worker" in msg
+    assert not loader._iter.workers                  # the workers were stopped
+    loader.close()
+    gc.collect()
+    assert pinned_bytes() <= base
+
+
+def run_guarded(fn, seconds=60):
+    """fn() with SIGALRM after seconds, so a hang fails the test instead of the suite."""
+    def alarm(*_):
+        raise TimeoutError("hung for %d s" % seconds)
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_worker_death_is_a_clear_error_without_hang_or_pins(how):
+    class Dies(Images):
+        def __getitem__(self, i):
+            if i == 9:
+                if how == "exit":
+                    os._exit(7)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return super().__getitem__(i)
+    base = pinned_bytes()
+    loader = pt.DataLoader(Dies(), batch_size=2, num_workers=2, module=MODULE_MODE)
+
+    def consume():
+        with pytest.raises(pt.WorkerError) as e:
+            for _ in loader:
+                pass
+        return str(e.value)
+    msg = run_guarded(consume)
+    assert "exited unexpectedly" in msg
+    assert ("exit code 7" if how == "exit" else "SIGKILL") in msg
+    loader.close()
+    del loader
+    gc.collect()
+    assert pinned_bytes() == base
+
+
+def test_all_slots_held_raises_instead_of_hanging():
+    loader = pt.DataLoader(Images(), batch_size=2, num_workers=1, slots=3, prefetch_factor=1,
+                           module=MODULE_MODE)
+    kept = []
+    with pytest.raises(RuntimeError, match="held by batches still referenced"):
+        run_guarded(lambda: [kept.append(b) for b in loader])
+    assert len(kept) == 3
+    kept.clear()
+    assert sum(1 for _ in loader) == 19              # usable again once they are dropped
+    loader.close()
+
+
+def test_no_pinned_bytes_after_close_or_gc():
+    base = pinned_bytes()
+    loader = pt.DataLoader(Images(n=64, shape=(3, 64, 64)), batch_size=16, num_workers=2,
+                           module=MODULE_MODE)
+    for b in loader:
+        pass
+    assert pinned_bytes() - base >= loader.slot_bytes * 6
+    held = b
+    loader.close()
+    assert pinned_bytes() > base                      # a batch still views the ring
+    del b, held
+    assert pinned_bytes() == base
+    # Garbage collection alone, in the middle of an epoch.
+    loader = pt.DataLoader(Images(n=64, shape=(3, 64, 64)), batch_size=16, num_workers=2,
+                           module=MODULE_MODE)
+    it = iter(loader)
+    x, y = next(it)
+    pids = [w.pid for w in loader._iter.workers]
+    del x, y, it, loader
+    gc.collect()
+    assert pinned_bytes() == base
+    time.sleep(0.2)
+    for pid in pids:
+        assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+
+
+CTRL_C_CHILD = r"""
+import os, sys, time, torch
+import pinmem.torch as pt
+class Slow(torch.utils.data.Dataset):
+    def __len__(self): return 1000
+    def __getitem__(self, i):
+        time.sleep(0.05)
+        return torch.zeros(1000, dtype=torch.uint8)
+loader = pt.DataLoader(Slow(), batch_size=4, num_workers=2, module=sys.argv[1])
+it = iter(loader)
+next(it)
+print("PIDS", *[w.pid for w in loader._iter.workers], flush=True)
+try:
+    for b in it:
+        pass
+except KeyboardInterrupt:
+    print("INTERRUPTED", loader._iter.workers == [], flush=True)
+    raise
+"""
+
+
+def test_ctrl_c_stops_workers_and_exits():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, MODULE_MODE], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.startswith("PIDS"), line + p.stderr.read()
+    pids = [int(x) for x in line.split()[1:]]
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert "INTERRUPTED True" in out
+    assert "KeyboardInterrupt" in err and p.returncode != 0
+    for pid in pids:
+        assert not os.path.exists("/proc/%d" % pid), "worker %d survived" % pid
+
+
+def test_dataloader_arguments_are_checked():
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        pt.DataLoader(Images(), sampler=[1, 2], shuffle=True)
+    with pytest.raises(ValueError, match="persistent_workers"):
+        pt.DataLoader(Images(), persistent_workers=True)
+    with pytest.raises(TypeError, match="IterableDataset"):
+        pt.DataLoader(torch.utils.data.IterableDataset())
+    with pytest.raises(ValueError, match="device must be"):
+        pt.DataLoader(Images(), device="meta")
+    assert len(pt.DataLoader(Images(), batch_size=4)) == 10
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_device_batches_equal_host_batches():
+    want, = both(Images(), batch_size=4, num_workers=2)[:1]
+    loader = pt.DataLoader(Images(), batch_size=4, num_workers=2, device="cuda",
+                           module=MODULE_MODE)
+    got = [(x.cpu(), y.cpu()) for x, y in loader]
+    assert all(equal(list(w), list(g)) for w, g in zip(want, got))
+    assert collections.Counter(x.device.type for x, _ in loader) == {"cuda": 10}
+    loader.close()

@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""pinmem.Stream: item bytes, zero-copy views, release, resume, sharding, errors."""
+import errno
+
+import numpy
+import pytest
+
+import pinmem
+from conftest import MODULE_MODE, pinned_bytes
+
+
+def file_bytes(paths):
+    return [open(p, "rb").read() for p in paths]
+
+
+def run(stream):
+    """[(epoch, [item indices])] of every batch, checking item bytes against the files."""
+    out = []
+    for b in stream:
+        with b:
+            out.append((b.epoch, [it[0] for it in b.items]))
+    return out
+
+
+def test_every_item_equals_its_file(data_files):
+    want = file_bytes(data_files)
+    s = pinmem.Stream(data_files, batch_items=3, shuffle=True, seed=5, epochs=2,
+                      module=MODULE_MODE)
+    seen = {0: [], 1: []}
+    for b in s:
+        with b:
+            for it, v in zip(b.items, b.views):
+                assert bytes(memoryview(v)) == want[it[0]]
+            seen[b.epoch] += [it[0] for it in b.items]
+    assert sorted(seen[0]) == sorted(seen[1]) == list(range(10))
+    assert seen[0] != seen[1]                # each epoch is shuffled anew
+    st = s.stats()
+    assert st["items"] == 20 and st["pin"] in ("module", "mlock")
+    s.close()
+
+
+def test_items_cut_from_files(data_files):
+    want = file_bytes(data_files[:2])
+    s = pinmem.Stream(data_files[:2], item_bytes=1000, batch_items=4, module=MODULE_MODE)
+    got = {}
+    for b in s:
+        with b:
+            for it, v in zip(b.items, b.views):
+                got[(it[1], it[2])] = bytes(memoryview(v))
+    for (path_id, off), data in got.items():
+        assert data == want[path_id][off:off + 1000]
+    assert sum(len(d) for d in got.values()) == sum(len(w) for w in want)
+
+
+def test_views_share_memory_with_the_slot(data_files):
+    s = pinmem.Stream(data_files, batch_items=4, module=MODULE_MODE)
+    b = next(iter(s))
+    host = b.host
+    for it, v in zip(b.items, b.views):
+        a = numpy.from_dlpack(v)
+        assert a.ctypes.data == host.ptr + it[4]
+        w = numpy.asarray(v)                  # writable, through the buffer protocol
+        w[0] ^= 0xFF                          # a write through one view shows in the other
+        assert memoryview(host)[it[4]] == a[0] == w[0]
+    assert host.pin_mode == "stream"
+    b.release()
+    s.close()
+
+
+def test_release_semantics(data_files):
+    s = pinmem.Stream(data_files, batch_items=1, slots=2, module=MODULE_MODE)
+    it = iter(s)
+    b = next(it)
+    v = b.views[0]
+    early = numpy.asarray(v)                 # exported before the release
+    first = bytes(early)
+    b.release()
+    assert b.released and v.released
+    with pytest.raises(ValueError, match="released"):
+        memoryview(v)
+    with pytest.raises(ValueError, match="released"):
+        v.__dlpack__()
+    with pytest.raises(ValueError, match="released"):
+        b.views
+    b.release()                              # twice is fine
+    # The array made before the release still maps the slot; the ring rewrites
+    # it with later batches (what "must not be read" means).
+    slots_seen = set()
+    for nb in it:
+        with nb:
+            slots_seen.add(nb.slot)
+    assert b.slot in slots_seen
+    assert len(early) == len(first)
+    s.close()
+
+
+def test_with_statement_releases(data_files):
+    s = pinmem.Stream(data_files, batch_items=5, module=MODULE_MODE)
+    for b in s:
+        with b as same:
+            assert same is b and not b.released
+        assert b.released
+    s.close()
+
+
+def test_unreleased_batches_holding_every_slot_raise(data_files):
+    s = pinmem.Stream(data_files, batch_items=1, slots=2, prefetch=2, module=MODULE_MODE)
+    it = iter(s)
+    held = [next(it), next(it)]
+    with pytest.raises(pinmem.Error, match="every slot is held"):
+        next(it)
+    held[0].release()
+    assert next(it).seq == 2
+    s.close()
+
+
+@pytest.mark.parametrize("epochs,k", [(1, 1), (1, 3), (3, 5)])
+def test_resume_gives_the_same_remaining_batches(data_files, epochs, k):
+    kw = dict(batch_items=3, shuffle=True, seed=11, epochs=epochs, module=MODULE_MODE)
+    full = run(pinmem.Stream(data_files, **kw))
+    s = pinmem.Stream(data_files, **kw)
+    it = iter(s)
+    for _ in range(k):
+        next(it).release()
+    state = s.state_dict()
+    assert state["batches"] == k
+    s.close()
+    r = pinmem.Stream(data_files, **kw)
+    r.load_state_dict(state)
+    assert run(r) == full[k:]
+    assert r.state_dict()["batches"] == len(full)
+
+
+def test_resume_refuses_other_options(data_files):
+    s = pinmem.Stream(data_files, batch_items=3, seed=1)
+    state = s.state_dict()
+    other = pinmem.Stream(data_files, batch_items=3, seed=2)
+    with pytest.raises(ValueError, match="saved with"):
+        other.load_state_dict(state)
+
+
+def test_rank_and_world_size_from_environment(data_files, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    items = []
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        s = pinmem.Stream(data_files, batch_items=2, shuffle=True, seed=3, module=MODULE_MODE)
+        got = [i for _, idx in run(s) for i in idx]
+        assert len(got) == 5
+        items.append(got)
+    assert sorted(items[0] + items[1]) == list(range(10))
+
+
+def test_device_copy_views(data_files):
+    want = file_bytes(data_files)
+    s = pinmem.Stream(data_files, batch_items=4, device="host", module=MODULE_MODE)
+    for b in s:
+        with b:
+            assert b.dev is not None and b.dev.ptr != b.host.ptr
+            for it, v in zip(b.items, b.views):
+                assert v.__dlpack_device__() == (1, 0)
+                assert v.ptr == b.dev.ptr + it[4]
+                assert bytes(memoryview(v)) == want[it[0]]
+                assert bytes(memoryview(b.item(0, device=False))) == want[b.items[0][0]]
+
+
+@pytest.mark.parametrize("handoff", ["copied", "queued"])
+def test_handoff_and_stream_ordered_release(data_files, handoff):
+    """The host backend runs the GPU hand-off's calls: wait, then release against a stream."""
+    want = file_bytes(data_files)
+    s = pinmem.Stream(data_files, batch_items=3, device="host", handoff=handoff,
+                      module=MODULE_MODE)
+    n = 0
+    for b in s:
+        b.wait(0)                             # the legacy default stream, as torch's would be
+        for it, v in zip(b.items, b.views):
+            assert bytes(memoryview(v)) == want[it[0]]
+        b.release(stream=0)                   # reused after the work on stream 0
+        assert b.released
+        n += b.nitems
+    assert n == 10
+    with pytest.raises(ValueError, match="unknown handoff"):
+        iter(pinmem.Stream(data_files, handoff="later", module=MODULE_MODE))
+
+
+def test_host_handoff_without_device(data_files):
+    s = pinmem.Stream(data_files, batch_items=5, module=MODULE_MODE)
+    for b in s:
+        assert b.dev is None
+        assert all(v.__dlpack_device__() == (1, 0) for v in b.views)
+        b.release(stream=0)
+    assert s.stats()["pin"] in ("module", "mlock")
+
+
+def test_bad_device():
+    with pytest.raises(ValueError, match="device must be"):
+        pinmem.Stream(["x"], device="tpu:0")
+
+
+def test_missing_file_and_bad_item(tmp_path, data_files):
+    with pytest.raises(FileNotFoundError):
+        pinmem.Stream([str(tmp_path / "missing")])
+    m = pinmem.Manifest()
+    m.add(data_files[0], 0, 100)
+    m.add(data_files[0], 2900, 1000)         # past the end of a 3000-byte file
+    assert len(m) == 2 and m.nbytes == 1100
+    s = pinmem.Stream(m, batch_items=1, module=MODULE_MODE)
+    it = iter(s)
+    next(it).release()
+    with pytest.raises(pinmem.Error) as e:
+        next(it)
+    assert data_files[0] in str(e.value)
+    s.close()
+
+
+def test_manifest_text_and_errors(tmp_path, data_files):
+    m = pinmem.Manifest()
+    m.parse("%s 0 10\n%s 10 20 # two\n" % (data_files[0], data_files[0]))
+    assert len(m) == 2 and m.item(1)[1:] == (10, 20, None)
+    with pytest.raises(ValueError, match="<string>:1: zero-length"):
+        m.parse("%s 0 0\n" % data_files[0])
+    with pytest.raises(IndexError):
+        m.item(5)
+
+
+def test_close_with_live_views_defers_unpin(data_files):
+    base = pinned_bytes()
+    s = pinmem.Stream(data_files, batch_items=10, module=MODULE_MODE)
+    b = next(iter(s))
+    a = numpy.from_dlpack(b.views[0])
+    want = bytes(a)
+    assert pinned_bytes() > base
+    s.close()
+    assert bytes(a) == want                   # the slot is still mapped
+    del b
+    assert pinned_bytes() > base
+    del a
+    assert pinned_bytes() == base

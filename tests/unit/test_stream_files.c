@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/stream_files.c: a dataset of more files than the open-files limit
+ * allows streams, every byte right, with files opened by the reads into a
+ * bounded table of direct descriptors (no file descriptor used while
+ * streaming); files that share a table entry, items split into chunks,
+ * a file that vanished after create, and bad input at create (a FIFO,
+ * O_DIRECT asked for, a missing file; types come from directory listings,
+ * so a symbolic link is checked apart).
+ *
+ * The open-files limit is lowered for each case (and restored), so a few
+ * hundred files are "many".
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pm_test.h"
+#include "pinmem_stream.h"
+
+#define NF 300
+
+static char dir[PATH_MAX - 64];
+static char paths[NF][PATH_MAX];
+static unsigned char *data[NF];
+static size_t sizes[NF];
+static struct rlimit saved;
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)(x >> 24);
+	}
+}
+
+static int setup(void **state)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	snprintf(dir, sizeof(dir), "%s/files-test.XXXXXX", dirname(exe));
+	if (!mkdtemp(dir))
+		return -1;
+	for (int i = 0; i < NF; i++) {
+		int fd;
+
+		snprintf(paths[i], sizeof(paths[i]), "%s/s%03d.bin", dir, i);
+		sizes[i] = 1 + (size_t)(i * 7919) % 20000;
+		data[i] = malloc(sizes[i]);
+		fill(data[i], sizes[i], (uint64_t)i + 1);
+		fd = open(paths[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, data[i], sizes[i]) != (ssize_t)sizes[i])
+			return -1;
+		close(fd);
+	}
+	return getrlimit(RLIMIT_NOFILE, &saved);
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	for (int i = 0; i < NF; i++)
+		free(data[i]);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) ? -1 : 0;
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static struct pm_ctx *open_ctx(void)
+{
+	fake_reset();
+	return fake_ctx(0, PM_BACKEND_HOST);
+}
+
+/* Soft open-files limit: files opened lazily above half of it, table of half of it. */
+static void nofile(rlim_t n)
+{
+	struct rlimit rl = saved;
+
+	rl.rlim_cur = n;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+static void restore(void)
+{
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
+/* Every file as items of at most item bytes, in file order, each file twice. */
+static struct pm_manifest *manifest(size_t item)
+{
+	struct pm_manifest *m;
+
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (int rep = 0; rep < 2; rep++)
+		for (int i = 0; i < NF; i++)
+			for (size_t off = 0; off < sizes[i]; off += item)
+				assert_int_equal(pm_manifest_add(m, paths[i], off,
+					sizes[i] - off < item ? sizes[i] - off : item,
+					false, 0, NULL, 0), 0);
+	return m;
+}
+
+static int index_of(const struct pm_manifest *m, uint32_t path_id)
+{
+	const char *p = pm_manifest_path(m, path_id);
+
+	for (int i = 0; i < NF; i++)
+		if (!strcmp(p, paths[i]))
+			return i;
+	fail_msg("unknown path %s", p);
+	return -1;
+}
+
+/* Stream m to the end, checking every byte; returns items delivered. */
+static uint64_t stream_all(struct pm_ctx *ctx, const struct pm_manifest *m,
+			   const struct pm_stream_opts *o, int fds)
+{
+	struct pm_stream_stats st;
+	struct pm_stream_file f;
+	struct pm_stream *s = NULL;
+	struct pm_batch *b;
+	uint64_t items = 0;
+	int ret;
+
+	ret = pm_stream_create(ctx, m, o, &s);
+	if (ret)
+		fail_msg("pm_stream_create: %d %s", ret, pm_ctx_last_error(ctx));
+	assert_int_equal(pm_stream_file(s, 0, &f), 0);
+	assert_false(f.direct);
+	assert_non_null(strstr(f.note, "opened when read (300 files, at most"));
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct pm_batch_item *it = &b->items[i];
+			int k = index_of(m, it->path_id);
+
+			assert_memory_equal((char *)b->host + it->slot_offset,
+					    data[k] + it->file_offset, it->length);
+		}
+		items += b->nitems;
+		/* no file descriptor per file: the ring holds them */
+		assert_true(count_fds() <= fds + 4);
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	if (ret)
+		fail_msg("stream failed: %d %s", ret, pm_stream_error(s));
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.items, items);
+	assert_int_equal(st.items, pm_manifest_count(m) * (o->epochs ? o->epochs : 1));
+	assert_int_equal(st.bytes, pm_manifest_bytes(m) * (o->epochs ? o->epochs : 1));
+	assert_int_equal(st.files_buffered, NF);
+	pm_stream_destroy(s);
+	return items;
+}
+
+/* 300 files under a limit of 40 open files: a table of 20, below the queue depth. */
+static void test_many_files(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(1 << 20);
+	struct pm_stream_opts o;
+	int fds = count_fds();
+
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 64 << 10;
+	nofile(40);
+	assert_int_equal(stream_all(ctx, m, &o, fds), 2 * NF);
+	o.shuffle = true;
+	o.seed = 3;
+	o.epochs = 2;
+	o.order = PM_ORDER_AS_COMPLETED;
+	assert_int_equal(stream_all(ctx, m, &o, fds), 4 * NF);
+	restore();
+	assert_int_equal(count_fds(), fds);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/* Several items and chunks per file: reads of a file wait for its open, then share it. */
+static void test_chunks_share_entry(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(5000);
+	struct pm_stream_opts o;
+	int fds = count_fds();
+
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 256 << 10;
+	o.chunk_bytes = 4096;	/* a 5000-byte item is two reads */
+	o.qd = 8;
+	nofile(24);		/* a table of 12 */
+	assert_int_equal(stream_all(ctx, m, &o, fds), pm_manifest_count(m));
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/* A file removed after create fails its items by name (skip) or stops the stream. */
+static void test_vanished(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(1 << 20);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char moved[PATH_MAX + 8];
+	int ret;
+
+	snprintf(moved, sizeof(moved), "%s.gone", paths[7]);
+	pm_stream_opts_init(&o);
+	o.batch_items = 1;
+	o.slots = 2;
+	nofile(40);
+	for (int skip = 0; skip < 2; skip++) {
+		o.on_error = skip ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		assert_int_equal(rename(paths[7], moved), 0);
+		while (!(ret = pm_stream_next(s, &b)) && b)
+			pm_stream_release(s, b);
+		assert_int_equal(rename(moved, paths[7]), 0);
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		if (skip) {
+			assert_int_equal(ret, 0);
+			assert_int_equal(st.failed_items, 2);	/* the file is in the manifest twice */
+			assert_int_equal(st.items, 2 * NF - 2);
+		} else {
+			assert_int_equal(ret, -ENOENT);
+		}
+		assert_non_null(strstr(pm_stream_error(s), "s007.bin offset 0 length"));
+		assert_non_null(strstr(pm_stream_error(s), "cannot open the file (No such file or directory)"));
+		pm_stream_destroy(s);
+	}
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/* Checked at create all the same: a FIFO is refused, and O_DIRECT cannot be promised. */
+static void test_bad_at_create(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(1 << 20);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	char fifo[PATH_MAX + 8];
+
+	pm_stream_opts_init(&o);
+	nofile(40);
+	o.direct = PM_DIRECT_ON;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx),
+			       "O_DIRECT asked for, but 300 files are opened as they are read"));
+	o.direct = PM_DIRECT_AUTO;
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	unlink(fifo);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, 10, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "fifo: a FIFO, not a regular file"));
+	unlink(fifo);
+	pm_manifest_destroy(m);
+
+	/* not in its directory's listing: statx names the error; a link is followed */
+	m = manifest(1 << 20);
+	snprintf(fifo, sizeof(fifo), "%s/missing.bin", dir);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, 10, false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -ENOENT);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "missing.bin: No such file or directory"));
+	pm_manifest_destroy(m);
+	m = manifest(1 << 20);
+	snprintf(fifo, sizeof(fifo), "%s/link", dir);
+	unlink(fifo);
+	assert_int_equal(symlink(paths[0], fifo), 0);
+	assert_int_equal(pm_manifest_add(m, fifo, 0, sizes[0], false, 0, NULL, 0), 0);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	pm_stream_destroy(s);
+	unlink(fifo);
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_many_files),
+		cmocka_unit_test(test_chunks_share_entry),
+		cmocka_unit_test(test_vanished),
+		cmocka_unit_test(test_bad_at_create),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
