@@ -68,8 +68,19 @@ if [ "$nc" -gt 0 ]; then
 	libs=$($pc --libs pinmem)
 	for f in $(find "$tmp/c" -name '*.c' | sort -V); do
 		n=$(basename "$f" .c)
+		# A GPU example compiles against the CUDA Toolkit's headers (as
+		# libpinmem's cuda backend does); without them it is not checked.
+		cuda=
+		if grep -q '^#include <cuda' "$f"; then
+			inc=${CUDA_HOME:-/usr/local/cuda}/include
+			if [ ! -f "$inc/cuda_runtime.h" ]; then
+				echo "readme-check: not checked: C block $n needs the CUDA Toolkit ($inc/cuda_runtime.h)"
+				continue
+			fi
+			cuda="-isystem $inc"
+		fi
 		if grep -Eq '\bmain[[:space:]]*\(' "$f"; then
-			if ! $CC -Wall -Werror -o "$tmp/c/$n" "$f" $cflags $libs 2> "$tmp/cc.log"; then
+			if ! $CC -Wall -Werror -o "$tmp/c/$n" "$f" $cflags $cuda $libs 2> "$tmp/cc.log"; then
 				cat "$tmp/cc.log" >&2; bad "C example $n (README c block number $n) does not build"
 			elif [ "$(id -u)" != 0 ]; then
 				# Examples pin tens of MiB; RLIMIT_MEMLOCK stops a non-root user.
@@ -79,7 +90,7 @@ if [ "$nc" -gt 0 ]; then
 			else
 				bad "C example $n exits non-zero when run with $README: $out"
 			fi
-		elif $CC -Wall -Werror -c -o "$tmp/c/$n.o" "$f" $cflags 2> "$tmp/cc.log"; then
+		elif $CC -Wall -Werror -c -o "$tmp/c/$n.o" "$f" $cflags $cuda 2> "$tmp/cc.log"; then
 			echo "readme-check: ok: C fragment $n compiles"
 		else
 			cat "$tmp/cc.log" >&2; bad "C fragment $n (README c block number $n) does not compile"
