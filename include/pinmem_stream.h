@@ -101,6 +101,20 @@ PM_API int pm_manifest_parse(struct pm_manifest *m, const char *text,
 /* Append the items of a manifest file (see the format above).  One thread. */
 PM_API int pm_manifest_load(struct pm_manifest *m, const char *path,
 			    char *err, size_t errlen);
+/*
+ * Append one item per regular member of a tar archive (POSIX ustar, GNU
+ * long names and base-256 sizes, pax path/size records), read in place by
+ * offset from the archive.  Members are grouped into samples by WebDataset
+ * key (the member's path up to the first dot of its file name): one
+ * sample's members are consecutive items sharing pm_manifest_sample().
+ * Empty members and archives add no items.  A bad archive (truncated, corrupt header checksum, a member past the end,
+ * an unreadable size) is -EINVAL with a sentence naming the archive and the
+ * header's offset, and adds nothing.  One thread.
+ */
+PM_API int pm_manifest_add_tar(struct pm_manifest *m, const char *path,
+			       char *err, size_t errlen);
+/* Sample number of item i (items not from a tar are a sample each); -ERANGE when out of range.  Any thread. */
+PM_API int64_t pm_manifest_sample(const struct pm_manifest *m, size_t i);
 /* Number of items.  Any thread. */
 PM_API size_t pm_manifest_count(const struct pm_manifest *m);
 /* Sum of item lengths.  Any thread. */

@@ -13,7 +13,6 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -45,14 +44,7 @@ static void fill(unsigned char *p, size_t n, uint64_t seed)
 
 static int setup(void **state)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0)
-		return -1;
-	exe[n] = 0;
-	snprintf(dir, sizeof(dir), "%s/files-test.XXXXXX", dirname(exe));
-	if (!mkdtemp(dir))
+	if (test_dir_make(dir, sizeof(dir), "files-test"))
 		return -1;
 	for (int i = 0; i < NF; i++) {
 		int fd;
