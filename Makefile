@@ -17,13 +17,17 @@ PM_LDLIBS := -pthread
 # Steps of `make check`, in order; each mk file appends its own.
 CHECK_STEPS :=
 
-.PHONY: all check deps demo clean
+.PHONY: all check deps deps-build demo clean
 all:
 
 include $(sort $(wildcard mk/*.mk))
 
+# Debian/Ubuntu packages: everything `make check` needs, or (deps-build)
+# only what building the library and tools needs, for `make demo`.
 deps:
 	scripts/install-deps.sh
+deps-build:
+	scripts/install-deps.sh --build-only
 
 check: deps
 	@set -e; for step in $(CHECK_STEPS); do \

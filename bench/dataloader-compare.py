@@ -115,11 +115,11 @@ class PinThread:
             return self.free.get()
 
     def run(self):
-        for x, y in self.it:
+        for x in self.it:
             blk = self.block(x.numel())
             px = blk[:x.numel()].view(x.shape)
             px.copy_(x)                                         # the pin thread's copy
-            self.q.put((px, y.clone(), blk))
+            self.q.put((px, blk))
         self.q.put(None)
 
     def __iter__(self):
@@ -127,8 +127,8 @@ class PinThread:
             item = self.q.get()
             if item is None:
                 return
-            px, y, blk = item
-            yield px, y
+            px, blk = item
+            yield px
             self.free.put(blk)
 
 
@@ -146,7 +146,7 @@ def run_one(kind, ds, workers, batch, passes, ctx):
         for _ in range(passes):
             loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers,
                                                  prefetch_factor=2)
-            for x, y in PinThread(iter(loader), 2 * workers + 2, ctx):
+            for x in PinThread(iter(loader), 2 * workers + 2, ctx):
                 nbytes += x.numel()
                 samples += x.shape[0]
                 peak = max(peak, pinned_now())
@@ -155,7 +155,7 @@ def run_one(kind, ds, workers, batch, passes, ctx):
         loader = pt.DataLoader(ds, batch_size=batch, num_workers=workers, prefetch_factor=2,
                                ctx=ctx)
         for _ in range(passes):
-            for x, y in loader:
+            for x in loader:
                 nbytes += x.numel()
                 samples += x.shape[0]
                 peak = max(peak, pinned_now())

@@ -10,11 +10,22 @@
  *   reg     seconds per GiB: cudaHostRegister of faulted malloc memory,
  *           cudaHostAlloc, and pm_buf_alloc (fault + pin + register)
  *   stream  end-to-end file -> GPU GB/s through pm_stream (cuda backend)
+ *   consumer  a training loop on one device: PM_HANDOFF_QUEUED, the batch
+ *           waited for on the consumer's stream (pm_stream_batch_wait), a
+ *           slow kernel then a checksum kernel per item on that stream, the
+ *           batch released against it (pm_stream_release_on): every item's
+ *           device checksum equals the file's, no context appears on any
+ *           other device, the process's current device never changes, and
+ *           the slots sit on the GPU's NUMA node
  *
- * usage: gpu-check verify|h2d|reg|stream MANIFEST_OR_NOTHING [direct]
- * Linked with -cudart shared so libpinmem's dlopen finds this same runtime.
+ * usage: gpu-check verify|h2d|reg|stream|consumer MANIFEST_OR_NOTHING [direct]
+ * The device is $LOCAL_RANK (one process per GPU), else 0; the program makes
+ * it current first, as a training process does.  Linked with -cudart shared
+ * so libpinmem's dlopen finds this same runtime.
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -65,15 +76,18 @@ static unsigned long long host_checksum(const unsigned char *p, size_t len)
 	return acc;
 }
 
+static int device;	/* $LOCAL_RANK, else 0 */
+
 static struct pm_ctx *open_cuda(void)
 {
 	struct pm_open_opts oo;
 	struct pm_ctx_info ci;
 	struct pm_ctx *ctx;
-	char err[320] = "";
+	char err[1024] = "";
 
 	memset(&oo, 0, sizeof(oo));
 	oo.backend = PM_BACKEND_CUDA;
+	oo.cuda_device = device;
 	oo.errbuf = err;
 	oo.errbuf_len = sizeof(err);
 	if (pm_open(&ctx, &oo)) {
@@ -191,6 +205,8 @@ static int h2d(void)
 	size_t len = 256 << 20;
 	struct pm_buf *pb;
 	void *dev, *pageable, *hostalloc;
+	double slot, peak;
+	bool ok;
 
 	CK(cudaMalloc(&dev, len));
 	if (pm_buf_alloc(ctx, len, NULL, &pb)) {
@@ -201,17 +217,21 @@ static int h2d(void)
 	memset(pageable, 1, len);
 	CK(cudaHostAlloc(&hostalloc, len, cudaHostAllocDefault));
 	memset(hostalloc, 1, len);
-	printf("h2d 256 MiB x 10: pinmem slot (%s%s) %.1f GB/s, pageable %.1f GB/s, cudaHostAlloc %.1f GB/s\n",
+	slot = h2d_gbps(pm_buf_ptr(pb), dev, len, 10);
+	peak = h2d_gbps(hostalloc, dev, len, 10);
+	printf("h2d 256 MiB x 10: pinmem slot (%s%s, NUMA node %d) %.1f GB/s, pageable %.1f GB/s, cudaHostAlloc %.1f GB/s\n",
 	       pm_pin_mode_name(pm_buf_pin_mode(pb)),
 	       pm_buf_backend_registered(pb) ? "+cudaHostRegister" : ", NOT registered",
-	       h2d_gbps(pm_buf_ptr(pb), dev, len, 10), h2d_gbps(pageable, dev, len, 10),
-	       h2d_gbps(hostalloc, dev, len, 10));
+	       pm_buf_numa_node(pb), slot, h2d_gbps(pageable, dev, len, 10), peak);
+	printf("h2d slot / pinned peak: %.2f -> %s\n", slot / peak,
+	       slot >= 0.8 * peak ? "PASS" : "FAIL (slots copy slower than cudaHostAlloc memory)");
+	ok = slot >= 0.8 * peak;
 	cudaFreeHost(hostalloc);
 	free(pageable);
 	pm_buf_free(ctx, pb);
 	cudaFree(dev);
 	pm_close(ctx);
-	return 0;
+	return !ok;
 }
 
 static int reg(void)
@@ -277,9 +297,147 @@ static int stream(const char *manifest, bool direct)
 	return ret != 0;
 }
 
+/* Burn about `cycles` GPU clocks: a consumer slow enough for a racing copy to show. */
+__global__ void spin_kernel(long long cycles)
+{
+	long long t0 = clock64();
+
+	while (clock64() - t0 < cycles)
+		;
+}
+
+/* Devices other than ours with an active primary context (-1: cannot tell). */
+static int foreign_contexts(void)
+{
+	typedef CUresult (*state_fn)(CUdevice, unsigned int *, int *);
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	state_fn state = h ? (state_fn)dlsym(h, "cuDevicePrimaryCtxGetState") : NULL;
+	int n = 0, count = 0;
+
+	if (!state || cudaGetDeviceCount(&count) != cudaSuccess)
+		return -1;
+	for (int d = 0; d < count; d++) {
+		unsigned int flags;
+		int active = 0;
+
+		if (d != device && state(d, &flags, &active) == CUDA_SUCCESS && active)
+			n++;
+	}
+	return n;
+}
+
+static bool still_on_device(void)
+{
+	int d = -1;
+
+	return cudaGetDevice(&d) == cudaSuccess && d == device;
+}
+
+static int consumer(const char *manifest)
+{
+	struct pm_ctx *ctx = open_cuda();
+	struct pm_manifest *m = load(manifest);
+	size_t n = pm_manifest_count(m);
+	unsigned long long *d_sums, *sums = (unsigned long long *)calloc(n, sizeof(*sums));
+	unsigned char *buf = NULL;
+	size_t cap = 0;
+	uint64_t items = 0, bad = 0, moved = 0;
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	cudaStream_t cs;
+	int *fds, ret, foreign, fails = 0;
+
+	CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+	CK(cudaMalloc(&d_sums, n * sizeof(*d_sums)));
+	CK(cudaMemset(d_sums, 0, n * sizeof(*d_sums)));
+	CK(cudaDeviceSynchronize());
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 16 << 20;
+	o.slots = 3;		/* few slots: a copy racing the consumer would show */
+	o.handoff = PM_HANDOFF_QUEUED;
+	if (pm_stream_create(ctx, m, &o, &s)) {
+		fprintf(stderr, "gpu-check: %s\n", pm_ctx_last_error(ctx));
+		return 1;
+	}
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		moved += !still_on_device();
+		if (pm_stream_batch_wait(s, b, cs)) {
+			fprintf(stderr, "gpu-check: batch_wait: %s\n", pm_stream_error(s));
+			return 1;
+		}
+		spin_kernel<<<1, 1, 0, cs>>>(2000000);
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct pm_batch_item *it = &b->items[i];
+
+			checksum_kernel<<<64, 256, 0, cs>>>(
+				(const unsigned char *)b->dev + it->slot_offset, it->length,
+				d_sums + it->index);
+		}
+		CK(cudaGetLastError());
+		if (pm_stream_release_on(s, b, cs)) {
+			fprintf(stderr, "gpu-check: release_on: %s\n", pm_stream_error(s));
+			return 1;
+		}
+		moved += !still_on_device();
+	}
+	CK(cudaStreamSynchronize(cs));
+	CK(cudaMemcpy(sums, d_sums, n * sizeof(*sums), cudaMemcpyDeviceToHost));
+	fds = (int *)calloc(pm_manifest_npaths(m), sizeof(int));
+	for (uint32_t i = 0; i < pm_manifest_npaths(m); i++)
+		fds[i] = open(pm_manifest_path(m, i), O_RDONLY);
+	for (size_t i = 0; i < n; i++) {
+		struct pm_item it;
+
+		pm_manifest_item(m, i, &it);
+		if (cap < it.length) {
+			free(buf);
+			cap = it.length;
+			buf = (unsigned char *)malloc(cap);
+		}
+		if (pread(fds[it.path_id], buf, it.length, it.offset) != (ssize_t)it.length ||
+		    host_checksum(buf, it.length) != sums[i])
+			bad++;
+		items++;
+	}
+	pm_stream_stats(s, &st);
+	foreign = foreign_contexts();
+	printf("device %d consumer (queued hand-off, release_on, slow kernel): %llu items, %llu overwritten or wrong -> %s\n",
+	       device, (unsigned long long)items, (unsigned long long)bad,
+	       !ret && !bad ? "PASS" : "FAIL");
+	fails += ret || bad;
+	if (ret)
+		printf("stream error: %s\n", pm_stream_error(s));
+	printf("device %d current device unchanged by every call: %s\n", device,
+	       moved ? "FAIL" : "PASS");
+	fails += moved != 0;
+	printf("device %d contexts on other devices: %d -> %s\n", device, foreign,
+	       foreign == 0 ? "PASS" : foreign < 0 ? "FAIL (cannot tell)" : "FAIL");
+	fails += foreign != 0;
+	printf("device %d slots on NUMA node %d, the GPU's node %d -> %s\n", device,
+	       st.numa_node, st.gpu_numa_node,
+	       st.gpu_numa_node < 0 ? "PASS (node unknown: one node)" :
+	       st.numa_node == st.gpu_numa_node ? "PASS" : "FAIL");
+	fails += st.gpu_numa_node >= 0 && st.numa_node != st.gpu_numa_node;
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	cudaFree(d_sums);
+	cudaStreamDestroy(cs);
+	free(sums);
+	free(buf);
+	return fails != 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool direct = argc > 3 && !strcmp(argv[3], "direct");
+	const char *lr = getenv("LOCAL_RANK");
+
+	device = lr && *lr ? atoi(lr) : 0;
+	CK(cudaSetDevice(device));	/* a training process's device is current */
+	if (argc >= 3 && !strcmp(argv[1], "consumer"))
+		return consumer(argv[2]);
 
 	if (argc >= 3 && !strcmp(argv[1], "verify"))
 		return verify(argv[2], direct);
@@ -289,6 +447,6 @@ int main(int argc, char **argv)
 		return reg();
 	if (argc >= 3 && !strcmp(argv[1], "stream"))
 		return stream(argv[2], direct);
-	fprintf(stderr, "usage: gpu-check verify|stream MANIFEST [direct] | h2d | reg\n");
+	fprintf(stderr, "usage: [LOCAL_RANK=N] gpu-check verify|stream MANIFEST [direct] | consumer MANIFEST | h2d | reg\n");
 	return 2;
 }

@@ -1,15 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# One prepared run for a machine with an NVIDIA GPU, under 8 minutes:
+# One prepared run for a machine with NVIDIA GPUs, under 8 minutes on one GPU:
 #   1. build libpinmem with the cuda backend, pinstream, and bench/gpu-check.cu
 #   2. write a SIZE synthetic dataset (16 files, unaligned items with crc32c)
 #   3. verify: bytes on the GPU equal the file bytes (checksums computed on the
 #      device by a kernel vs pread on the host), O_DIRECT and buffered
-#   4. H2D GB/s from a pinmem slot vs pageable vs cudaHostAlloc memory;
-#      cudaHostRegister / cudaHostAlloc / pm_buf_alloc seconds per GiB
-#   5. end-to-end file -> GPU GB/s (O_DIRECT cold, buffered warm)
-#   6. pinstream --compare --backend cuda (every row includes the H2D copy)
-# It prints one line per result and "gpu-check: PASS" or "gpu-check: FAIL".
+#   4. the training loop on each visible GPU, one process per GPU in parallel
+#      (LOCAL_RANK=k): queued hand-off, a slow consumer kernel reading every
+#      item on its own stream, release against that stream -> zero overwritten
+#      items; no context on other devices; current device unchanged; slots on
+#      the GPU's NUMA node
+#   5. H2D GB/s from a pinmem slot vs pageable vs cudaHostAlloc memory (slot
+#      within 80% of the pinned peak); registration seconds per GiB
+#   6. end-to-end file -> GPU GB/s (O_DIRECT cold, buffered warm)
+#   7. pinstream --compare --backend cuda (every row includes the H2D copy)
+# It prints one line per check and "gpu-check: N passed, M failed".
 #
 # usage: bench/gpu-check.sh [--build-only]
 # env: O=build  SIZE=4G  DATA_DIR=$O (the dataset goes in a temporary
@@ -22,9 +27,21 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NVCC=${NVCC:-$CUDA_HOME/bin/nvcc}
 t0=$(date +%s)
 fails=0
+passes=0
 
 step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# check NAME CMD...: one line per check, counted
+check() {
+	name=$1
+	shift
+	if "$@"; then
+		echo "PASS: $name"
+		passes=$((passes + 1))
+	else
+		fail "$name"
+	fi
+}
 
 build() {
 	step "build (CUDA=1)"
@@ -59,22 +76,39 @@ step "dataset $SIZE"
 m=$data/manifest.txt
 
 step "verify bytes on the GPU (device checksums)"
-timeout 150 "$O/gpu-check" verify "$m" direct || fail "verify O_DIRECT"
-timeout 150 "$O/gpu-check" verify "$m" || fail "verify buffered"
+check "verify O_DIRECT" timeout 150 "$O/gpu-check" verify "$m" direct
+check "verify buffered" timeout 150 "$O/gpu-check" verify "$m"
+
+ngpu=$(nvidia-smi -L | grep -c GPU)
+step "training loop on $ngpu GPU(s), one process per GPU"
+pids=
+for d in $(seq 0 $((ngpu - 1))); do
+	LOCAL_RANK=$d timeout 200 "$O/gpu-check" consumer "$m" >"$data/consumer.$d" 2>&1 &
+	pids="$pids $!"
+done
+d=0
+for p in $pids; do
+	wait "$p"
+	rc=$?
+	cat "$data/consumer.$d"
+	[ "$rc" = 0 ] && { echo "PASS: consumer device $d"; passes=$((passes + 1)); } ||
+		fail "consumer device $d (rc $rc)"
+	d=$((d + 1))
+done
 
 step "H2D bandwidth and registration cost"
-timeout 60 "$O/gpu-check" h2d || fail "h2d"
-timeout 60 "$O/gpu-check" reg || fail "reg"
+check "h2d slot vs pinned peak" timeout 60 "$O/gpu-check" h2d
+check "registration cost" timeout 60 "$O/gpu-check" reg
 
 step "end to end, file -> GPU"
-timeout 60 "$O/gpu-check" stream "$m" direct || fail "stream O_DIRECT"
+check "stream O_DIRECT" timeout 60 "$O/gpu-check" stream "$m" direct
 cat "$data"/data-*.bin >/dev/null
-timeout 60 "$O/gpu-check" stream "$m" || fail "stream buffered"
+check "stream buffered" timeout 60 "$O/gpu-check" stream "$m"
 
 step "pinstream --compare --backend cuda"
-timeout 150 "$O/pinstream" --compare --backend cuda --batch-bytes 64M "$data"/data-*.bin ||
-	fail "compare"
+check "pinstream --compare" timeout 150 "$O/pinstream" --compare --backend cuda \
+	--batch-bytes 64M "$data"/data-*.bin
 
 step "done"
-[ "$fails" = 0 ] && echo "gpu-check: PASS" || echo "gpu-check: FAIL ($fails)"
+echo "gpu-check: $passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -18,6 +18,13 @@
  * options are the defaults; unknown flags and non-zero reserved fields are
  * -EINVAL (new options will be carved out of the reserved fields, so a
  * program built against this header keeps working with later libraries).
+ *
+ * Fork: buffers from pm_buf_alloc (and stream slots) are MADV_DONTFORK, so a
+ * forked child (DataLoader workers) neither copies nor maps them; memory
+ * given to pm_buf_pin_inplace keeps its own fork behaviour (a MAP_SHARED
+ * ring stays shared).  A context or stream used in a forked child fails with
+ * -ECHILD and a sentence; pm_close and pm_stream_destroy there only free the
+ * child's bookkeeping.
  */
 #ifndef PINMEM_H
 #define PINMEM_H
@@ -92,7 +99,9 @@ struct pm_ctx_info {
 	uint64_t hugetlb_free_pages;
 	uint32_t page_size;
 	uint32_t pad;
-	uint64_t reserved[4];		/* zero */
+	int32_t cuda_device;		/* the CUDA device of a cuda backend, -1 otherwise */
+	int32_t gpu_numa_node;		/* its NUMA node, -1 when unknown or no GPU */
+	uint64_t reserved[3];		/* zero */
 };
 
 /* pm_buf_opts.flags */
@@ -116,9 +125,20 @@ struct pm_buf_opts {
 	enum pm_page_kind pages;	/* requested pages, PM_PAGES_DEFAULT by default */
 	unsigned int flags;		/* PM_BUF_* */
 	unsigned int fault_threads;	/* threads faulting pages in; 0: automatic */
-	uint32_t pad;			/* must be zero */
+	uint32_t numa;			/* pm_buf_alloc's NUMA node: PM_NUMA_* */
 	uint64_t reserved[4];		/* must be zero */
 };
+
+/*
+ * NUMA placement of pm_buf_alloc memory (pm_buf_opts.numa, pm_stream_opts.numa):
+ * AUTO puts a cuda context's buffers on its GPU's node (the PCI device's
+ * numa_node in sysfs) with mbind before the pages are faulted, by threads on
+ * that node's CPUs; the node obtained is pm_buf_numa_node().  Caller-owned
+ * memory (pm_buf_pin_inplace) is never moved.
+ */
+#define PM_NUMA_AUTO		0U		/* the GPU's node if known, else first touch */
+#define PM_NUMA_NONE		1U		/* first touch (no placement) */
+#define PM_NUMA_NODE(n)		((uint32_t)(n) + 2U)	/* node n; -EINVAL if it has no memory */
 
 /* io_uring registers at most 1 GiB per iovec. */
 #define PM_URING_IOVEC_MAX	(1ULL << 30)
@@ -155,6 +175,8 @@ PM_API uint64_t pm_buf_huge_bytes(const struct pm_buf *buf);
 PM_API uint64_t pm_buf_segments(const struct pm_buf *buf);
 /* True when the copy backend registered the buffer (cudaHostRegister).  Any thread. */
 PM_API bool pm_buf_backend_registered(const struct pm_buf *buf);
+/* NUMA node of the buffer's first page when it was placed (PM_NUMA_*), -1 when not.  Any thread. */
+PM_API int pm_buf_numa_node(const struct pm_buf *buf);
 /* Why the buffer got less than it asked for, "" if it did not.  Any thread. */
 PM_API const char *pm_buf_note(const struct pm_buf *buf);
 

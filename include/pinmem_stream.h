@@ -30,7 +30,9 @@
  *                      batch->dev completed; any stream may read it.
  *   PM_HANDOFF_QUEUED  a batch is delivered as soon as its copy is queued;
  *                      order GPU work after it with pm_stream_batch_wait()
- *                      (cudaStreamWaitEvent on the copy's event).
+ *                      (cudaStreamWaitEvent on the copy's event).  A copy
+ *                      that fails after delivery stops the stream: the next
+ *                      pm_stream_next returns its error.
  *   PM_HANDOFF_HOST    no device buffers (batch->dev is NULL); the slots are
  *                      pinned and registered, the consumer copies from
  *                      batch->host on its own stream.
@@ -191,6 +193,7 @@ struct pm_stream_opts {
 	enum pm_pin_mode pin;	/* pin mode asked for the slot buffer [auto] */
 	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
 	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
+	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
 };
 
 /* One item of a delivered batch. */
@@ -253,6 +256,8 @@ struct pm_stream_stats {
 	uint32_t slots;
 	uint64_t slot_bytes;
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
+	int32_t numa_node;	/* NUMA node the slots are on, -1 when not placed */
+	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint64_t total_items;	/* items this rank will see over all epochs */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
 };

@@ -2,12 +2,18 @@
 /*
  * pinmem budgets: where pins are charged, refused and un-charged.
  *
- * Three budgets apply to every PIN, in this order:
+ * These budgets apply to every PIN, in this order:
  *  - RLIMIT_MEMLOCK of the pinning process, charged on mm->pinned_vm with an
- *    add-then-check-then-undo exactly as ib_umem_get() does, so pins from
- *    pinmem, RDMA and io_uring share one limit and show as VmPin.  The check
- *    is skipped with CAP_IPC_LOCK or when enforce_rlimit is 0; the charge on
- *    pinned_vm is always made so VmPin stays truthful.
+ *    add-then-check-then-undo exactly as ib_umem_get() does (RDMA's view;
+ *    shows as VmPin), and on the opener's user->locked_vm with the cmpxchg
+ *    loop of io_uring's __io_account_mem() (the account io_uring, VFIO and
+ *    iommufd check).  Each of pinmem, RDMA and io_uring thus sees the others'
+ *    pins, and a re-exec or a second process of the same user does not start
+ *    from zero.  The checks are skipped with CAP_IPC_LOCK or when
+ *    enforce_rlimit is 0; both charges are always made so VmPin and
+ *    locked_vm stay truthful.
+ *  - the caps on regions per file and per user, which bound the kernel
+ *    memory a user can make the module spend on bookkeeping.
  *  - the global limit and the caller's per-user limit, checked and charged
  *    together under pinmem_budget_lock, so concurrent pins never overshoot
  *    either, not even transiently.
@@ -24,6 +30,7 @@
 #include <linux/pid.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
@@ -67,6 +74,8 @@ static LIST_HEAD(pinmem_users);
 static struct pinmem_acct pinmem_global;
 static struct pinmem_limit_param pinmem_global_limit;
 static struct pinmem_limit_param pinmem_default_user_limit;
+static unsigned int pinmem_max_regions_per_file = 65536;
+static unsigned int pinmem_max_regions_per_user = 262144;
 static bool pinmem_enforce_rlimit = true;
 static bool pinmem_params_locked;	/* after load: writers need CAP_SYS_ADMIN */
 
@@ -152,6 +161,33 @@ static const struct kernel_param_ops pinmem_bool_ops = {
 	.get = pinmem_param_get_bool,
 };
 
+static int pinmem_param_set_uint(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret;
+
+	ret = pinmem_param_may_write();
+	if (ret)
+		return ret;
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (!v)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+static int pinmem_param_get_uint(char *buffer, const struct kernel_param *kp)
+{
+	return sysfs_emit(buffer, "%u\n", READ_ONCE(*(unsigned int *)kp->arg));
+}
+
+static const struct kernel_param_ops pinmem_uint_ops = {
+	.set = pinmem_param_set_uint,
+	.get = pinmem_param_get_uint,
+};
+
 module_param_cb(global_limit, &pinmem_limit_ops, &pinmem_global_limit, 0644);
 MODULE_PARM_DESC(global_limit,
 		 "Bytes all users together may pin (default: half of RAM)");
@@ -163,6 +199,14 @@ module_param_cb(enforce_rlimit, &pinmem_bool_ops, &pinmem_enforce_rlimit,
 		0644);
 MODULE_PARM_DESC(enforce_rlimit,
 		 "Check RLIMIT_MEMLOCK for callers without CAP_IPC_LOCK (default: 1)");
+module_param_cb(max_regions_per_file, &pinmem_uint_ops,
+		&pinmem_max_regions_per_file, 0644);
+MODULE_PARM_DESC(max_regions_per_file,
+		 "Regions one open file may hold, 1 or more (default: 65536)");
+module_param_cb(max_regions_per_user, &pinmem_uint_ops,
+		&pinmem_max_regions_per_user, 0644);
+MODULE_PARM_DESC(max_regions_per_user,
+		 "Regions all files of one user may hold, 1 or more (default: 262144)");
 
 /**
  * pinmem_budget_init() - fill in the limits not given at load time
@@ -316,17 +360,22 @@ static void pinmem_acct_charge(struct pinmem_acct *a, u64 bytes)
 		fn(&(f)->acct, ##__VA_ARGS__);			\
 	} while (0)
 
-static void pinmem_acct_refuse(struct pinmem_acct *a, int err)
+static void pinmem_acct_refuse(struct pinmem_acct *a, u32 reason)
 {
-	switch (err) {
-	case -PINMEM_ERR_RLIMIT:
+	switch (reason) {
+	case PINMEM_REFUSED_RLIMIT:
+	case PINMEM_REFUSED_RLIMIT_USER:
 		a->refused_rlimit++;
 		break;
-	case -PINMEM_ERR_GLOBAL:
+	case PINMEM_REFUSED_GLOBAL:
 		a->refused_global++;
 		break;
-	case -PINMEM_ERR_USER:
+	case PINMEM_REFUSED_USER:
 		a->refused_user++;
+		break;
+	case PINMEM_REFUSED_REGIONS_FILE:
+	case PINMEM_REFUSED_REGIONS_USER:
+		a->refused_regions++;
 		break;
 	default:
 		a->refused_fault++;
@@ -334,66 +383,147 @@ static void pinmem_acct_refuse(struct pinmem_acct *a, int err)
 	}
 }
 
-/* Charge @npages to @mm->pinned_vm; refuse over RLIMIT_MEMLOCK. */
-static int pinmem_rlimit_charge(struct mm_struct *mm, unsigned long npages)
+/**
+ * pinmem_budget_is_bytes() - is @reason a budget of bytes (not of regions)?
+ * @reason: PINMEM_REFUSED_*
+ *
+ * Return: true for the global, user and RLIMIT_MEMLOCK budgets.
+ */
+bool pinmem_budget_is_bytes(u32 reason)
 {
-	unsigned long lock_limit;
-	s64 new_pinned;
+	return reason >= PINMEM_REFUSED_GLOBAL &&
+	       reason <= PINMEM_REFUSED_RLIMIT_USER;
+}
 
-	new_pinned = atomic64_add_return(npages, &mm->pinned_vm);
-	if (!READ_ONCE(pinmem_enforce_rlimit))
-		return 0;
-	lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	if (new_pinned > lock_limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
+/**
+ * pinmem_budget_errno() - the errno PIN returns for a budget refusal
+ * @reason: PINMEM_REFUSED_*
+ *
+ * Return: the negative errno of include/uapi/pinmem.h.
+ */
+int pinmem_budget_errno(u32 reason)
+{
+	switch (reason) {
+	case PINMEM_REFUSED_GLOBAL:
+		return -PINMEM_ERR_GLOBAL;
+	case PINMEM_REFUSED_USER:
+		return -PINMEM_ERR_USER;
+	case PINMEM_REFUSED_RLIMIT:
+	case PINMEM_REFUSED_RLIMIT_USER:
 		return -PINMEM_ERR_RLIMIT;
+	case PINMEM_REFUSED_REGIONS_FILE:
+	case PINMEM_REFUSED_REGIONS_USER:
+		return -PINMEM_ERR_REGIONS;
+	}
+	return -EFAULT;
+}
+
+/*
+ * Charge @npages to user->locked_vm unless that passes @limit pages: the
+ * cmpxchg loop of io_uring's __io_account_mem(), so both refuse alike.
+ */
+static bool pinmem_locked_vm_charge(struct user_struct *u,
+				    unsigned long npages, unsigned long limit)
+{
+	unsigned long cur = atomic_long_read(&u->locked_vm), new;
+
+	do {
+		new = cur + npages;
+		if (new < cur || new > limit)
+			return false;
+	} while (!atomic_long_try_cmpxchg(&u->locked_vm, &cur, new));
+	return true;
+}
+
+/*
+ * Charge @npages to @f->mm->pinned_vm and @f->ustruct->locked_vm; refuse
+ * when either passes RLIMIT_MEMLOCK.  Returns 0 or PINMEM_REFUSED_RLIMIT*.
+ */
+static u32 pinmem_rlimit_charge(struct pinmem_file *f, unsigned long npages)
+{
+	unsigned long limit = ULONG_MAX;
+
+	if (READ_ONCE(pinmem_enforce_rlimit))
+		limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+
+	/* capable() only when over, as ib_umem_get(): no audit noise. */
+	if (atomic64_add_return(npages, &f->mm->pinned_vm) > limit &&
+	    !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &f->mm->pinned_vm);
+		return PINMEM_REFUSED_RLIMIT;
+	}
+	if (!pinmem_locked_vm_charge(f->ustruct, npages, limit)) {
+		if (!capable(CAP_IPC_LOCK)) {
+			atomic64_sub(npages, &f->mm->pinned_vm);
+			return PINMEM_REFUSED_RLIMIT_USER;
+		}
+		atomic_long_add(npages, &f->ustruct->locked_vm);
 	}
 	return 0;
 }
 
+static void pinmem_rlimit_uncharge(struct pinmem_file *f, unsigned long npages)
+{
+	atomic64_sub(npages, &f->mm->pinned_vm);
+	atomic_long_sub(npages, &f->ustruct->locked_vm);
+}
+
+static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
+{
+	a->regions += region;
+}
+
 /**
- * pinmem_budget_charge() - charge a PIN of @bytes to all three budgets
+ * pinmem_budget_charge() - charge @bytes (and a region) to every budget
  * @f: the file pinning; the caller runs on @f->mm
  * @bytes: page multiple
+ * @region: also take one region of the caps (a new PIN); false when a PIN
+ *	charges more once its pages are known
  *
- * Either every budget is charged or none is, and the refusing budget's
- * refused_* counter is bumped in the global, user and file counters.
+ * Either every budget is charged or none is.  A refusal is not counted:
+ * the caller counts it with pinmem_budget_refuse() once it gives up.
  *
- * Return: 0, -PINMEM_ERR_RLIMIT, -PINMEM_ERR_GLOBAL or -PINMEM_ERR_USER.
+ * Return: 0 or PINMEM_REFUSED_* (see pinmem_budget_errno()).
  */
-int pinmem_budget_charge(struct pinmem_file *f, u64 bytes)
+u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
 {
 	unsigned long npages = bytes >> PAGE_SHIFT;
-	int ret;
+	u32 reason;
 
-	ret = pinmem_rlimit_charge(f->mm, npages);
+	reason = pinmem_rlimit_charge(f, npages);
 
 	spin_lock(&pinmem_budget_lock);
-	if (!ret && !pinmem_fits(pinmem_global.pinned_bytes,
-				 pinmem_global_limit.bytes, bytes))
-		ret = -PINMEM_ERR_GLOBAL;
-	if (!ret && !pinmem_fits(f->user->acct.pinned_bytes,
-				 pinmem_user_limit(f->user), bytes))
-		ret = -PINMEM_ERR_USER;
-	if (ret)
-		pinmem_acct_all(f, pinmem_acct_refuse, ret);
-	else
+	if (!reason && region &&
+	    f->acct.regions >= READ_ONCE(pinmem_max_regions_per_file))
+		reason = PINMEM_REFUSED_REGIONS_FILE;
+	if (!reason && region &&
+	    f->user->acct.regions >= READ_ONCE(pinmem_max_regions_per_user))
+		reason = PINMEM_REFUSED_REGIONS_USER;
+	if (!reason && !pinmem_fits(pinmem_global.pinned_bytes,
+				    pinmem_global_limit.bytes, bytes))
+		reason = PINMEM_REFUSED_GLOBAL;
+	if (!reason && !pinmem_fits(f->user->acct.pinned_bytes,
+				    pinmem_user_limit(f->user), bytes))
+		reason = PINMEM_REFUSED_USER;
+	if (!reason) {
 		pinmem_acct_all(f, pinmem_acct_charge, bytes);
+		pinmem_acct_all(f, pinmem_acct_reserve, region);
+	}
 	spin_unlock(&pinmem_budget_lock);
 
-	if (ret && ret != -PINMEM_ERR_RLIMIT)
-		atomic64_sub(npages, &f->mm->pinned_vm);
-	return ret;
+	if (reason && reason != PINMEM_REFUSED_RLIMIT &&
+	    reason != PINMEM_REFUSED_RLIMIT_USER)
+		pinmem_rlimit_uncharge(f, npages);
+	return reason;
 }
 
 static void pinmem_acct_commit(struct pinmem_acct *a)
 {
-	a->regions++;
 	a->pins++;
 }
 
 /**
- * pinmem_budget_commit() - count a PIN charged earlier as a held region
+ * pinmem_budget_commit() - count a PIN charged earlier as a successful one
  * @f: the file
  */
 void pinmem_budget_commit(struct pinmem_file *f)
@@ -409,23 +539,53 @@ static void pinmem_acct_uncharge(struct pinmem_acct *a, u64 bytes)
 	a->pinned_bytes -= bytes;
 }
 
-static void pinmem_uncharge(struct pinmem_file *f, u64 bytes)
+static void pinmem_acct_unreserve(struct pinmem_acct *a, bool region)
 {
-	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
+	a->regions -= region;
 }
 
 /**
- * pinmem_budget_abort() - undo a charge whose pin failed, count the fault
+ * pinmem_budget_uncharge() - undo pinmem_budget_charge(), counting nothing
  * @f: the file
  * @bytes: as charged
+ * @region: as charged
  */
-void pinmem_budget_abort(struct pinmem_file *f, u64 bytes)
+void pinmem_budget_uncharge(struct pinmem_file *f, u64 bytes, bool region)
 {
 	spin_lock(&pinmem_budget_lock);
-	pinmem_uncharge(f, bytes);
-	pinmem_acct_all(f, pinmem_acct_refuse, -EFAULT);
+	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
+	pinmem_acct_all(f, pinmem_acct_unreserve, region);
 	spin_unlock(&pinmem_budget_lock);
-	atomic64_sub(bytes >> PAGE_SHIFT, &f->mm->pinned_vm);
+	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
+}
+
+/**
+ * pinmem_budget_refuse() - count a PIN that failed for @reason
+ * @f: the file
+ * @reason: PINMEM_REFUSED_*; the non-budget ones count as refused_fault
+ */
+void pinmem_budget_refuse(struct pinmem_file *f, u32 reason)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_acct_all(f, pinmem_acct_refuse, reason);
+	spin_unlock(&pinmem_budget_lock);
+}
+
+static void pinmem_acct_kmem(struct pinmem_acct *a, s64 bytes)
+{
+	a->kmem_bytes += bytes;
+}
+
+/**
+ * pinmem_budget_kmem() - count kernel memory of bookkeeping made or freed
+ * @f: the file
+ * @bytes: positive when allocated, negative when freed
+ */
+void pinmem_budget_kmem(struct pinmem_file *f, s64 bytes)
+{
+	spin_lock(&pinmem_budget_lock);
+	pinmem_acct_all(f, pinmem_acct_kmem, bytes);
+	spin_unlock(&pinmem_budget_lock);
 }
 
 static void pinmem_acct_release(struct pinmem_acct *a)
@@ -442,21 +602,22 @@ static void pinmem_acct_release(struct pinmem_acct *a)
 void pinmem_budget_release(struct pinmem_file *f, u64 bytes)
 {
 	spin_lock(&pinmem_budget_lock);
-	pinmem_uncharge(f, bytes);
+	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
 	pinmem_acct_all(f, pinmem_acct_release);
 	spin_unlock(&pinmem_budget_lock);
-	atomic64_sub(bytes >> PAGE_SHIFT, &f->mm->pinned_vm);
+	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
 
 /**
- * pinmem_budget_count_fault() - count a PIN refused for its mapping
+ * pinmem_budget_user_locked() - the opener's user->locked_vm
  * @f: the file
+ *
+ * Return: bytes pinned or locked by every process of @f's opener's user
+ * through pinmem, io_uring, VFIO and iommufd.
  */
-void pinmem_budget_count_fault(struct pinmem_file *f)
+u64 pinmem_budget_user_locked(struct pinmem_file *f)
 {
-	spin_lock(&pinmem_budget_lock);
-	pinmem_acct_all(f, pinmem_acct_refuse, -EFAULT);
-	spin_unlock(&pinmem_budget_lock);
+	return (u64)atomic_long_read(&f->ustruct->locked_vm) << PAGE_SHIFT;
 }
 
 /**
@@ -503,6 +664,8 @@ void pinmem_budget_global(struct pinmem_global_view *v)
 	v->limit = pinmem_global_limit.bytes;
 	v->default_user_limit = pinmem_default_user_limit.bytes;
 	v->enforce_rlimit = pinmem_enforce_rlimit;
+	v->max_regions_per_file = READ_ONCE(pinmem_max_regions_per_file);
+	v->max_regions_per_user = READ_ONCE(pinmem_max_regions_per_user);
 	v->acct = pinmem_global;
 	spin_unlock(&pinmem_budget_lock);
 }
@@ -546,29 +709,42 @@ void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct)
 }
 
 /**
- * pinmem_budget_user_next() - step through the known users by uid
- * @v: in: the user returned last (unless @first); out: the next one
- * @first: start at the lowest uid
+ * pinmem_budget_users_snapshot() - copy every known user's budget
+ * @views: out: an array of @nr views by uid, kvfree() it
+ * @nr: out: entries
  *
- * Each user is copied under the lock; the lock is not held between calls.
+ * One pass under the lock per try, so the copy is consistent and costs
+ * O(users); the array is allocated outside the lock and the copy retried
+ * if users were added meanwhile.
  *
- * Return: false when no user follows.
+ * Return: 0 or -ENOMEM.
  */
-bool pinmem_budget_user_next(struct pinmem_user_view *v, bool first)
+int pinmem_budget_users_snapshot(struct pinmem_user_view **views, size_t *nr)
 {
+	struct pinmem_user_view *v = NULL;
 	struct pinmem_user *u;
-	bool found = false;
+	size_t cap = 0, n;
 
-	spin_lock(&pinmem_budget_lock);
-	list_for_each_entry(u, &pinmem_users, node) {
-		if (first || uid_gt(u->uid, v->uid)) {
-			pinmem_user_view(u, u->uid, v);
-			found = true;
-			break;
+	for (;;) {
+		n = 0;
+		spin_lock(&pinmem_budget_lock);
+		list_for_each_entry(u, &pinmem_users, node) {
+			if (n < cap)
+				pinmem_user_view(u, u->uid, &v[n]);
+			n++;
 		}
+		spin_unlock(&pinmem_budget_lock);
+		if (n <= cap)
+			break;
+		kvfree(v);
+		cap = n + 16;
+		v = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
+		if (!v)
+			return -ENOMEM;
 	}
-	spin_unlock(&pinmem_budget_lock);
-	return found;
+	*views = v;
+	*nr = n;
+	return 0;
 }
 
 /**
@@ -605,8 +781,8 @@ int pinmem_budget_get_limits(struct pinmem_limits *l)
  * Limits lowered below current use refuse new pins and leave regions alone.
  *
  * Return: 0; -EINVAL for no or unknown flags, SET_USER together with
- * CLEAR_USER, a uid without mapping, enforce_rlimit other than 0 or 1;
- * -ENOMEM.
+ * CLEAR_USER, a uid without mapping, enforce_rlimit other than 0 or 1, a
+ * non-zero field the flags do not select; -ENOMEM.
  */
 int pinmem_budget_set_limits(const struct pinmem_limits *l)
 {
@@ -617,6 +793,15 @@ int pinmem_budget_set_limits(const struct pinmem_limits *l)
 	if (!l->flags || (l->flags & ~PINMEM_LIMIT_ALL_FLAGS))
 		return -EINVAL;
 	if ((l->flags & uflags) == uflags)
+		return -EINVAL;
+	/* ABI 1.1: what the flags do not select must be zero, not ignored. */
+	if (l->user_flags ||
+	    (!(l->flags & PINMEM_LIMIT_SET_GLOBAL) && l->global_limit) ||
+	    (!(l->flags & PINMEM_LIMIT_SET_DEFAULT_USER) &&
+	     l->default_user_limit) ||
+	    (!(l->flags & uflags) && l->uid) ||
+	    (!(l->flags & PINMEM_LIMIT_SET_USER) && l->user_limit) ||
+	    (!(l->flags & PINMEM_LIMIT_SET_RLIMIT) && l->enforce_rlimit))
 		return -EINVAL;
 	if (l->flags & uflags) {
 		uid = make_kuid(current_user_ns(), l->uid);

@@ -31,12 +31,16 @@ struct pinmem_user_view {
  * @limit: global limit in bytes
  * @default_user_limit: limit of users without an override
  * @enforce_rlimit: RLIMIT_MEMLOCK is checked
+ * @max_regions_per_file: cap on one file's regions
+ * @max_regions_per_user: cap on one user's regions
  * @acct: counters
  */
 struct pinmem_global_view {
 	u64 limit;
 	u64 default_user_limit;
 	bool enforce_rlimit;
+	u32 max_regions_per_file;
+	u32 max_regions_per_user;
 	struct pinmem_acct acct;
 };
 
@@ -46,17 +50,21 @@ void pinmem_budget_exit(void);
 struct pinmem_user *pinmem_user_get(kuid_t uid);
 void pinmem_user_put(struct pinmem_user *u);
 
-int pinmem_budget_charge(struct pinmem_file *f, u64 bytes);
+u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region);
+int pinmem_budget_errno(u32 reason);
+bool pinmem_budget_is_bytes(u32 reason);
+void pinmem_budget_uncharge(struct pinmem_file *f, u64 bytes, bool region);
 void pinmem_budget_commit(struct pinmem_file *f);
-void pinmem_budget_abort(struct pinmem_file *f, u64 bytes);
 void pinmem_budget_release(struct pinmem_file *f, u64 bytes);
-void pinmem_budget_count_fault(struct pinmem_file *f);
+void pinmem_budget_refuse(struct pinmem_file *f, u32 reason);
+void pinmem_budget_kmem(struct pinmem_file *f, s64 bytes);
 
 u64 pinmem_budget_rlimit(struct pinmem_file *f);
+u64 pinmem_budget_user_locked(struct pinmem_file *f);
 void pinmem_budget_global(struct pinmem_global_view *v);
 void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v);
 void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct);
-bool pinmem_budget_user_next(struct pinmem_user_view *v, bool first);
+int pinmem_budget_users_snapshot(struct pinmem_user_view **views, size_t *nr);
 
 int pinmem_budget_get_limits(struct pinmem_limits *l);
 int pinmem_budget_set_limits(const struct pinmem_limits *l);

@@ -71,6 +71,34 @@ if probe follow_hugetlb_page "linux/hugetlb.h" "(void)follow_hugetlb_page;"; the
 	echo "#define PINMEM_HUGETLB_LONGTERM_WARNS 1"
 fi
 
+# May a page stay pinned long-term where it is (not ZONE_MOVABLE, not CMA,
+# not an isolated pageblock)?  The kernel's own test has been
+# is_longterm_pinnable_page() (5.17 on) and folio_is_longterm_pinnable()
+# (6.1 on); only kernels that pin hugetlb without migrating it need it.
+if probe folio_longterm "linux/mm.h" \
+	"struct page *p = NULL; bool b = folio_is_longterm_pinnable(page_folio(p)); (void)b;"; then
+	echo "#define pinmem_longterm_pinnable(page) folio_is_longterm_pinnable(page_folio(page))"
+elif probe page_longterm "linux/mm.h" \
+	"struct page *p = NULL; bool b = is_longterm_pinnable_page(p); (void)b;"; then
+	echo "#define pinmem_longterm_pinnable(page) is_longterm_pinnable_page(page)"
+else
+	echo "#define pinmem_longterm_pinnable(page) (page_zonenum(page) != ZONE_MOVABLE)"
+fi
+
+# kmalloc_size_roundup() (6.1): the slab object size of a kmalloc, for the
+# bookkeeping bytes the stats show.
+if probe kmalloc_size_roundup "linux/slab.h" \
+	"size_t s = kmalloc_size_roundup(100); (void)s;"; then
+	echo "#define PINMEM_HAVE_KMALLOC_SIZE_ROUNDUP 1"
+fi
+
+# The RLIMIT_MEMLOCK account of a user that io_uring, VFIO and iommufd charge.
+if ! probe user_locked_vm "linux/sched/user.h" \
+	"struct user_struct *u = NULL; long v = atomic_long_read(&u->locked_vm); (void)v;"; then
+	echo "conftest.sh: kernel has no user_struct.locked_vm (needs CONFIG_NET or CONFIG_IO_URING)" >&2
+	exit 1
+fi
+
 # unpin_user_page_range_dirty_lock() (5.12) unpins a run in one call.
 if ! probe unpin_range "linux/mm.h" \
 	"unpin_user_page_range_dirty_lock(NULL, 1, true);"; then

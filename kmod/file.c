@@ -11,10 +11,12 @@
 #include <linux/overflow.h>
 #include <linux/pid.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
 #include "budget.h"
+#include "folio.h"
 #include "pinmem.h"
 #include "region.h"
 
@@ -36,7 +38,7 @@ struct pinmem_file *pinmem_file_open(void)
 
 	if (!current->mm)
 		return ERR_PTR(-EINVAL);
-	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	f = kzalloc(sizeof(*f), GFP_KERNEL_ACCOUNT);
 	if (!f)
 		return ERR_PTR(-ENOMEM);
 	f->uid = current_uid();
@@ -46,7 +48,9 @@ struct pinmem_file *pinmem_file_open(void)
 		return ERR_PTR(-ENOMEM);
 	}
 	mutex_init(&f->lock);
-	xa_init_flags(&f->regions, XA_FLAGS_ALLOC1);
+	xa_init_flags(&f->regions, XA_FLAGS_ALLOC1 | XA_FLAGS_ACCOUNT);
+	f->folios.root = RB_ROOT;
+	f->ustruct = get_uid(current_user());
 	f->next_handle = 1;
 	f->mm = current->mm;
 	mmgrab(f->mm);
@@ -64,12 +68,24 @@ static u64 pinmem_region_bytes(const struct pinmem_region *r)
 	return (u64)r->npages << PAGE_SHIFT;
 }
 
+/*
+ * Take @r out of @f's folio accounting; @f->lock is held.  Returns the bytes
+ * to un-charge once @r is unpinned, and un-counts @r's kernel memory.
+ */
+static u64 pinmem_file_forget_region(struct pinmem_file *f,
+				     struct pinmem_region *r)
+{
+	s64 kmem;
+	u64 bytes = pinmem_folio_remove(&f->folios, r, &kmem);
+
+	pinmem_budget_kmem(f, kmem - (s64)r->kmem_bytes);
+	return bytes;
+}
+
 /* Unpin @r, then un-charge it: real pins never exceed what is charged. */
 static void pinmem_file_drop_region(struct pinmem_file *f,
-				    struct pinmem_region *r)
+				    struct pinmem_region *r, u64 bytes)
 {
-	u64 bytes = pinmem_region_bytes(r);
-
 	pinmem_region_free(r, true);
 	pinmem_budget_release(f, bytes);
 }
@@ -91,11 +107,18 @@ void pinmem_file_release(struct pinmem_file *f)
 	mutex_unlock(&pinmem_files_lock);
 
 	xa_for_each(&f->regions, handle, r) {
+		u64 bytes;
+
 		xa_erase(&f->regions, handle);
-		pinmem_file_drop_region(f, r);
+		mutex_lock(&f->lock);
+		bytes = pinmem_file_forget_region(f, r);
+		mutex_unlock(&f->lock);
+		pinmem_file_drop_region(f, r, bytes);
 	}
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&f->folios.root) || f->folios.bytes);
 	xa_destroy(&f->regions);
 	mutex_destroy(&f->lock);
+	free_uid(f->ustruct);
 	pinmem_user_put(f->user);
 	put_pid(f->tgid);
 	mmdrop(f->mm);
@@ -119,16 +142,92 @@ static int pinmem_pin_args(const struct pinmem_pin *pin)
 }
 
 /**
+ * pinmem_file_is_owner() - may the caller PIN, UNPIN and list REGIONS?
+ * @f: the file
+ *
+ * The file belongs to the process that opened it: a task of its thread
+ * group still running on the mm it had at open.  A child (fork, vfork: same
+ * mm, other thread group), a process the fd was passed to, and the opener
+ * after exec are other processes.
+ *
+ * Return: true for the owner.
+ */
+bool pinmem_file_is_owner(struct pinmem_file *f)
+{
+	return current->mm == f->mm && task_tgid(current) == f->tgid;
+}
+
+/* Tell the caller why its PIN failed; returns @err. */
+static int pinmem_pin_refused(struct pinmem_pin __user *upin, u32 reason,
+			      int err)
+{
+	/* Best effort: the errno is the answer, the reason its detail. */
+	if (put_user(reason, &upin->refused))
+		return err;
+	return err;
+}
+
+/* The PINMEM_REFUSED_* reason of a PIN that failed with @err. */
+static u32 pinmem_pin_reason(int err)
+{
+	switch (err) {
+	case -EINVAL:
+		return PINMEM_REFUSED_ARGS;
+	case -EPERM:
+		return PINMEM_REFUSED_ACCESS;
+	case -EINTR:
+		return PINMEM_REFUSED_INTR;
+	case -ENOMEM:
+		return PINMEM_REFUSED_KMEM;
+	}
+	return PINMEM_REFUSED_MAPPING;
+}
+
+/*
+ * Count @r's folios and charge what the file did not hold yet, beyond the
+ * @length charged before pinning; @f->lock is held.  Returns 0 with
+ * *@charged the bytes now charged for @r, or a PINMEM_REFUSED_* reason with
+ * nothing but @length charged (a budget's refusal is counted).
+ */
+static u32 pinmem_file_charge_folios(struct pinmem_file *f,
+				     struct pinmem_region *r, u64 length,
+				     u64 *charged)
+{
+	u64 bytes;
+	s64 kmem, freed;
+	u32 reason;
+
+	if (pinmem_folio_add(&f->folios, r, &bytes, &kmem))
+		return PINMEM_REFUSED_KMEM;
+	if (bytes > length) {
+		reason = pinmem_budget_charge(f, bytes - length, false);
+		if (reason) {
+			pinmem_folio_remove(&f->folios, r, &freed);
+			pinmem_budget_refuse(f, reason);
+			return reason;
+		}
+	} else if (bytes < length) {
+		pinmem_budget_uncharge(f, length - bytes, false);
+	}
+	pinmem_budget_kmem(f, kmem + (s64)r->kmem_bytes);
+	*charged = bytes;
+	return 0;
+}
+
+/**
  * pinmem_file_pin() - PINMEM_IOC_PIN: pin a user range and charge it
- * @f: the file; the caller must run on its owner mm
+ * @f: the file; the caller must be its owner (pinmem_file_is_owner())
  * @pin: the validated request; the result is written back to @upin
- * @upin: the caller's struct
+ * @upin: the caller's struct; on failure only its @refused is written
  *
- * Checks the arguments, then the mapping, then charges every budget, then
- * pins.  Any failure after that unwinds in reverse order, so nothing stays
- * pinned or charged; refusals and failures are counted by reason.
+ * Checks the arguments, then the mapping, then charges @pin->length to
+ * every budget (refusing early, before pinning anything), then pins, then
+ * charges what the pages keep allocated beyond that (whole large folios)
+ * or un-charges what the file already held.  Any failure unwinds in
+ * reverse order, so nothing stays pinned or charged; refusals and failures
+ * are counted by reason and the reason is written to @upin->refused.
  *
- * Return: 0; -EPERM from another mm than the opener's; -EINVAL for zero,
+ * Return: 0; -EPERM from another process than the owner; -EINVAL for zero,
  * unaligned or wrapping ranges; -EFAULT for ranges outside user space, holes,
  * pin faults or an unwritable @upin; -EACCES, -EOPNOTSUPP for mappings that
  * cannot be pinned; -EINTR on a fatal signal; -ENOMEM; a budget errno.
@@ -137,28 +236,43 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		    struct pinmem_pin __user *upin)
 {
 	struct pinmem_region *r;
-	u32 handle;
-	u64 bytes;
+	u64 bytes, charged;	/* charged before the pin, after it */
+	u32 handle, reason;
 	int ret;
 
-	if (current->mm != f->mm)
-		return -EPERM;
+	if (!pinmem_file_is_owner(f)) {
+		ret = -EPERM;
+		goto err_reason;
+	}
 	ret = pinmem_pin_args(pin);
 	if (ret)
-		return ret;
+		goto err_reason;
 	bytes = pin->length;
-
-	ret = pinmem_region_check(f->mm, pin->addr, bytes);
+	ret = pinmem_region_check(f->mm, pin->addr, pin->length);
 	if (ret) {
-		pinmem_budget_count_fault(f);
-		return ret;
+		pinmem_budget_refuse(f, pinmem_pin_reason(ret));
+		goto err_reason;
 	}
 
-	ret = pinmem_budget_charge(f, bytes);
-	if (ret)
-		return ret;
+	reason = pinmem_budget_charge(f, bytes, true);
+	if (reason && pinmem_budget_is_bytes(reason) &&
+	    bytes <= READ_ONCE(f->folios.bytes)) {
+		/*
+		 * The range may lie in large folios this file holds and was
+		 * charged for already: pin first, then charge what the pages
+		 * add.  What may be pinned uncharged meanwhile is bounded by
+		 * what the file is charged for.
+		 */
+		bytes = 0;
+		reason = pinmem_budget_charge(f, bytes, true);
+	}
+	if (reason) {
+		pinmem_budget_refuse(f, reason);
+		return pinmem_pin_refused(upin, reason,
+					  pinmem_budget_errno(reason));
+	}
 
-	r = pinmem_region_alloc(pin->addr, bytes >> PAGE_SHIFT);
+	r = pinmem_region_alloc(pin->addr, pin->length >> PAGE_SHIFT);
 	if (!r) {
 		ret = -ENOMEM;
 		goto err_uncharge;
@@ -168,15 +282,28 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		goto err_unpin;
 
 	mutex_lock(&f->lock);
+	reason = pinmem_file_charge_folios(f, r, bytes, &charged);
+	if (reason) {
+		mutex_unlock(&f->lock);
+		pinmem_region_free(r, false);
+		pinmem_budget_uncharge(f, bytes, true);
+		if (reason != PINMEM_REFUSED_KMEM)
+			return pinmem_pin_refused(upin, reason,
+						  pinmem_budget_errno(reason));
+		ret = -ENOMEM;
+		goto err_count;
+	}
 	ret = xa_alloc_cyclic(&f->regions, &handle, r, XA_LIMIT(1, U32_MAX),
-			      &f->next_handle, GFP_KERNEL);
+			      &f->next_handle, GFP_KERNEL_ACCOUNT);
 	if (ret < 0)
-		goto err_unlock;
+		goto err_forget;
 	r->handle = handle;
 	pin->handle = handle;
 	pin->pages = r->npages;
 	pin->segments = r->segments;
 	pin->huge_bytes = r->huge_bytes;
+	pin->charged_bytes = charged;
+	pin->refused = 0;
 	if (copy_to_user(upin, pin, sizeof(*pin))) {
 		ret = -EFAULT;
 		goto err_erase;
@@ -188,13 +315,19 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 
 err_erase:
 	xa_erase(&f->regions, handle);
-err_unlock:
+err_forget:
+	pinmem_file_forget_region(f, r);
 	mutex_unlock(&f->lock);
+	/* The folio accounting charged @charged in place of @bytes. */
+	bytes = charged;
 err_unpin:
 	pinmem_region_free(r, false);
 err_uncharge:
-	pinmem_budget_abort(f, bytes);
-	return ret;
+	pinmem_budget_uncharge(f, bytes, true);
+err_count:
+	pinmem_budget_refuse(f, pinmem_pin_reason(ret));
+err_reason:
+	return pinmem_pin_refused(upin, pinmem_pin_reason(ret), ret);
 }
 
 /**
@@ -205,20 +338,26 @@ err_uncharge:
  * The pages are marked dirty: the device or the process may have written
  * them while pinned.
  *
- * Return: 0, or -ENOENT when @f holds no region @handle.
+ * Return: 0; -EPERM for another process than the owner; -ENOENT when @f
+ * holds no region @handle.
  */
 int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
 {
 	struct pinmem_region *r = NULL;
+	u64 bytes = 0;
 
+	if (!pinmem_file_is_owner(f))
+		return -EPERM;
 	if (!handle || handle > U32_MAX)
 		return -ENOENT;
 	mutex_lock(&f->lock);
 	r = xa_erase(&f->regions, handle);
+	if (r)
+		bytes = pinmem_file_forget_region(f, r);
 	mutex_unlock(&f->lock);
 	if (!r)
 		return -ENOENT;
-	pinmem_file_drop_region(f, r);
+	pinmem_file_drop_region(f, r, bytes);
 	return 0;
 }
 
@@ -227,7 +366,8 @@ int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
  * @f: the file
  * @arg: @arg->regions and @arg->capacity in; @arg->count and @arg->total out
  *
- * Return: 0, or -EFAULT when the array is not writable.
+ * Return: 0; -EPERM for another process than the owner (the addresses are
+ * the owner's); -EFAULT when the array is not writable.
  */
 int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
 {
@@ -239,6 +379,8 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
 	u32 count = 0;
 	int ret = 0;
 
+	if (!pinmem_file_is_owner(f))
+		return -EPERM;
 	mutex_lock(&f->lock);
 	xa_for_each(&f->regions, handle, r) {
 		total++;
@@ -263,17 +405,62 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
 }
 
 /**
- * pinmem_files_for_each() - call @fn on every open file, in open order
- * @fn: called with the list lock held; may sleep, must not open or close
- * @arg: passed to @fn
+ * pinmem_files_snapshot() - copy every open file for the stats file
+ * @views: out: an array of @nr copies in open order; free it with
+ *	pinmem_files_snapshot_free()
+ * @nr: out: entries
+ *
+ * The list lock is held only to copy, O(files); the array is allocated
+ * outside it and the copy retried if files were opened meanwhile.
+ *
+ * Return: 0 or -ENOMEM.
  */
-void pinmem_files_for_each(void (*fn)(struct pinmem_file *f, void *arg),
-			   void *arg)
+int pinmem_files_snapshot(struct pinmem_file_view **views, size_t *nr)
 {
+	struct pinmem_file_view *v = NULL, *cur;
 	struct pinmem_file *f;
+	size_t cap = 0, n;
 
-	mutex_lock(&pinmem_files_lock);
-	list_for_each_entry(f, &pinmem_files, node)
-		fn(f, arg);
-	mutex_unlock(&pinmem_files_lock);
+	for (;;) {
+		n = 0;
+		mutex_lock(&pinmem_files_lock);
+		list_for_each_entry(f, &pinmem_files, node) {
+			if (n < cap) {
+				cur = &v[n];
+				cur->tgid = get_pid(f->tgid);
+				cur->uid = f->uid;
+				memcpy(cur->comm, f->comm, sizeof(cur->comm));
+				pinmem_budget_file(f, &cur->acct);
+				cur->mm_pinned_bytes =
+					(u64)atomic64_read(&f->mm->pinned_vm)
+					<< PAGE_SHIFT;
+			}
+			n++;
+		}
+		mutex_unlock(&pinmem_files_lock);
+		if (n <= cap)
+			break;
+		pinmem_files_snapshot_free(v, cap);
+		cap = n + 16;
+		v = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
+		if (!v)
+			return -ENOMEM;
+	}
+	*views = v;
+	*nr = n;
+	return 0;
+}
+
+/**
+ * pinmem_files_snapshot_free() - free a snapshot
+ * @views: from pinmem_files_snapshot(), or NULL
+ * @nr: its entries holding a reference
+ */
+void pinmem_files_snapshot_free(struct pinmem_file_view *views, size_t nr)
+{
+	size_t i;
+
+	for (i = 0; views && i < nr; i++)
+		put_pid(views[i].tgid);
+	kvfree(views);
 }

@@ -15,9 +15,11 @@
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/nospec.h>
 #include <linux/uaccess.h>
 
 #include "budget.h"
+#include "folio.h"
 #include "pinmem.h"
 
 #ifndef PINMEM_VERSION
@@ -56,10 +58,12 @@ static long pinmem_ioc_version(struct pinmem_file *f, void __user *uarg)
 /**
  * pinmem_ioc_pin() - PINMEM_IOC_PIN: pin and charge a user range
  * @f: the file; only its opener's mm may pin through it
- * @uarg: struct pinmem_pin; flags, pad and reserved must be zero
+ * @uarg: struct pinmem_pin; flags, pad, the out fields of ABI 1.1 and
+ *	reserved must be zero
  *
- * Return: 0 with handle, pages, segments and huge_bytes filled in; -EINVAL
- * for non-zero flags, pad or reserved; otherwise see pinmem_file_pin().
+ * Return: 0 with handle, pages, segments, huge_bytes and charged_bytes
+ * filled in; -EINVAL for non-zero flags, pad or reserved; otherwise see
+ * pinmem_file_pin().  On failure the reason is written to refused.
  */
 static long pinmem_ioc_pin(struct pinmem_file *f, void __user *uarg)
 {
@@ -67,8 +71,13 @@ static long pinmem_ioc_pin(struct pinmem_file *f, void __user *uarg)
 
 	if (copy_from_user(&pin, uarg, sizeof(pin)))
 		return -EFAULT;
-	if (pin.flags || pin.pad || !pinmem_reserved_zero(&pin))
+	if (pin.flags || pin.pad || pin.charged_bytes || pin.refused ||
+	    pin.pad2 || !pinmem_reserved_zero(&pin)) {
+		pin.refused = PINMEM_REFUSED_ARGS;
+		if (put_user(pin.refused, &((struct pinmem_pin __user *)uarg)->refused))
+			return -EFAULT;
 		return -EINVAL;
+	}
 	return pinmem_file_pin(f, &pin, uarg);
 }
 
@@ -129,7 +138,7 @@ static long pinmem_ioc_stats(struct pinmem_file *f, void __user *uarg)
 
 	if (copy_from_user(&st, uarg, sizeof(st)))
 		return -EFAULT;
-	if (st.flags || !pinmem_reserved_zero(&st))
+	if (st.flags || st.user_locked_bytes || !pinmem_reserved_zero(&st))
 		return -EINVAL;
 	pinmem_stats_fill(f, &st);
 	return copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;
@@ -213,6 +222,7 @@ static long pinmem_ioctl(struct file *file, unsigned int cmd,
 
 	if (_IOC_TYPE(cmd) != PINMEM_IOC_MAGIC || nr >= ARRAY_SIZE(pinmem_iocs))
 		return -ENOTTY;
+	nr = array_index_nospec(nr, ARRAY_SIZE(pinmem_iocs));
 	if (cmd != pinmem_iocs[nr].cmd)
 		return -EINVAL;
 	return pinmem_iocs[nr].fn(file->private_data, (void __user *)arg);
@@ -254,9 +264,12 @@ static int __init pinmem_init(void)
 	int ret;
 
 	pinmem_budget_init();
-	ret = pinmem_stats_init();
+	ret = pinmem_folio_init();
 	if (ret)
 		goto err_budget;
+	ret = pinmem_stats_init();
+	if (ret)
+		goto err_folio;
 	ret = misc_register(&pinmem_misc);
 	if (ret)
 		goto err_stats;
@@ -266,6 +279,8 @@ static int __init pinmem_init(void)
 
 err_stats:
 	pinmem_stats_exit();
+err_folio:
+	pinmem_folio_exit();
 err_budget:
 	pinmem_budget_exit();
 	return ret;
@@ -275,6 +290,7 @@ static void __exit pinmem_exit(void)
 {
 	misc_deregister(&pinmem_misc);
 	pinmem_stats_exit();
+	pinmem_folio_exit();
 	pinmem_budget_exit();
 }
 

@@ -8,6 +8,7 @@
 
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rbtree.h>
 #include <linux/sched.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
@@ -16,10 +17,12 @@
 #include <uapi/pinmem.h>
 
 #include "pinmem_compat.h"
+#include "folio.h"
 
 struct mm_struct;
 struct pid;
 struct pinmem_user;
+struct user_struct;
 
 /**
  * struct pinmem_acct - use and history of one budget (global, user or file)
@@ -32,6 +35,8 @@ struct pinmem_user;
  * @refused_user: PINs refused by the per-user budget
  * @refused_rlimit: PINs refused by RLIMIT_MEMLOCK
  * @refused_fault: PINs that failed on the mapping or while pinning
+ * @refused_regions: PINs refused by a cap on regions
+ * @kmem_bytes: kernel memory used by the bookkeeping of the regions
  *
  * Every instance is guarded by the budget lock (kmod/budget.c).
  */
@@ -45,6 +50,8 @@ struct pinmem_acct {
 	u64 refused_user;
 	u64 refused_rlimit;
 	u64 refused_fault;
+	u64 refused_regions;
+	u64 kmem_bytes;
 };
 
 /**
@@ -53,9 +60,13 @@ struct pinmem_acct {
  * @regions: struct pinmem_region by handle, handles from 1
  * @next_handle: cursor for cyclic handle allocation, so a stale handle does
  *	not name a new region right away; guarded by @lock
- * @mm: the opener's mm (mmgrab): pins are charged to its pinned_vm and only
- *	a task running on it may PIN
- * @tgid: the opener's thread group, for the stats file
+ * @mm: the opener's mm (mmgrab): pins are charged to its pinned_vm
+ * @tgid: the opener's thread group: only its tasks, on @mm, may PIN, UNPIN
+ *	and list REGIONS; also shown in the stats file
+ * @ustruct: the opener's user_struct (get_uid): pins are charged to its
+ *	locked_vm, the RLIMIT_MEMLOCK account io_uring, VFIO and iommufd use
+ * @folios: large folios this file holds pins in (kmod/folio.c), each charged
+ *	once; guarded by @lock
  * @comm: the opener's name at open time
  * @uid: the opener's uid, the user every PIN through this file is charged to
  * @user: the per-user budget entry of @uid (a reference held while open)
@@ -68,6 +79,8 @@ struct pinmem_file {
 	u32 next_handle;
 	struct mm_struct *mm;
 	struct pid *tgid;
+	struct user_struct *ustruct;
+	struct pinmem_folios folios;
 	char comm[TASK_COMM_LEN];
 	kuid_t uid;
 	struct pinmem_user *user;
@@ -78,12 +91,31 @@ struct pinmem_file {
 /* kmod/file.c: per-open-file operations, called with validated arguments */
 struct pinmem_file *pinmem_file_open(void);
 void pinmem_file_release(struct pinmem_file *f);
+bool pinmem_file_is_owner(struct pinmem_file *f);
 int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		    struct pinmem_pin __user *upin);
 int pinmem_file_unpin(struct pinmem_file *f, u64 handle);
 int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg);
-void pinmem_files_for_each(void (*fn)(struct pinmem_file *f, void *arg),
-			   void *arg);
+
+/**
+ * struct pinmem_file_view - a copy of one open file for the stats file
+ * @tgid: the opener's thread group (a reference, put by
+ *	pinmem_files_snapshot_free())
+ * @uid: the opener's uid
+ * @comm: the opener's name at open time
+ * @acct: the file's counters
+ * @mm_pinned_bytes: the owner's mm->pinned_vm in bytes
+ */
+struct pinmem_file_view {
+	struct pid *tgid;
+	kuid_t uid;
+	char comm[TASK_COMM_LEN];
+	struct pinmem_acct acct;
+	u64 mm_pinned_bytes;
+};
+
+int pinmem_files_snapshot(struct pinmem_file_view **views, size_t *nr);
+void pinmem_files_snapshot_free(struct pinmem_file_view *views, size_t nr);
 
 /* kmod/stats.c */
 int pinmem_stats_init(void);

@@ -2,12 +2,14 @@
 /*
  * pinmem regions: check a user range, pin it long-term, unpin it.
  *
- * Bookkeeping is a list of page-sized blocks of runs of physically
- * contiguous pages, merged across pinning chunks, each run packed in one
- * u64 (first pfn, page count): a region of huge pages needs a few runs per
- * GiB, and a region of scattered 4 KiB pages needs 8 bytes per page, never
- * more than an array of page pointers would and never one allocation larger
- * than a page.
+ * Bookkeeping is a list of blocks of runs of physically contiguous pages,
+ * merged across pinning chunks, each run packed in one u64 (first pfn, page
+ * count): a region of huge pages needs a few runs per GiB, and a region of
+ * scattered 4 KiB pages needs 8 bytes per page, never more than an array of
+ * page pointers would and never one allocation larger than a page.  Blocks
+ * double in size from 64 bytes to a page, so a one-page region costs its
+ * struct and 64 bytes, not a page.  All of it is charged to the memory
+ * cgroup of the pinning task (GFP_KERNEL_ACCOUNT).
  */
 #include <linux/delay.h>
 #include <linux/fs.h>
@@ -42,19 +44,39 @@ static u64 pinmem_run_pages(u64 run)
 }
 
 /**
- * struct pinmem_run_block - a page-sized block of runs
+ * struct pinmem_run_block - a block of runs
  * @node: entry in pinmem_region.blocks
  * @nr: runs used
+ * @cap: runs the block holds
  * @runs: the runs, see PINMEM_PFN_BITS
  */
 struct pinmem_run_block {
 	struct list_head node;
-	unsigned long nr;
+	u32 nr;
+	u32 cap;
 	u64 runs[];
 };
 
-#define PINMEM_RUNS_PER_BLOCK						\
-	((PAGE_SIZE - sizeof(struct pinmem_run_block)) / sizeof(u64))
+/* The first block of a region: one kmalloc-64 object. */
+#define PINMEM_BLOCK_MIN	64
+
+/* The size of a region's next block: double the last, at most a page. */
+static size_t pinmem_block_size(const struct pinmem_region *r)
+{
+	if (r->nblocks >= PAGE_SHIFT - 6)
+		return PAGE_SIZE;
+	return PINMEM_BLOCK_MIN << r->nblocks;
+}
+
+/* What the slab allocator really hands out for @size bytes. */
+static size_t pinmem_kmem_size(size_t size)
+{
+#ifdef PINMEM_HAVE_KMALLOC_SIZE_ROUNDUP
+	return kmalloc_size_roundup(size);
+#else
+	return size;
+#endif
+}
 
 /* Pages pinned per GUP call: one page of page pointers. */
 #define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
@@ -139,6 +161,7 @@ struct pinmem_region *pinmem_region_alloc(unsigned long addr,
 		return NULL;
 	r->addr = addr;
 	r->npages = npages;
+	r->kmem_bytes = pinmem_kmem_size(sizeof(*r));
 	INIT_LIST_HEAD(&r->blocks);
 	return r;
 }
@@ -170,12 +193,17 @@ static int pinmem_region_record(struct pinmem_region *r, struct page *page)
 			return 0;
 		}
 	}
-	if (!b || b->nr == PINMEM_RUNS_PER_BLOCK) {
-		b = kmalloc(PAGE_SIZE, GFP_KERNEL_ACCOUNT);
+	if (!b || b->nr == b->cap) {
+		size_t size = pinmem_block_size(r);
+
+		b = kmalloc(size, GFP_KERNEL_ACCOUNT);
 		if (!b)
 			return -ENOMEM;
 		b->nr = 0;
+		b->cap = (size - sizeof(*b)) / sizeof(u64);
 		list_add_tail(&b->node, &r->blocks);
+		r->nblocks++;
+		r->kmem_bytes += pinmem_kmem_size(size);
 	}
 	b->runs[b->nr++] = pfn;
 	r->segments++;
@@ -224,7 +252,10 @@ static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
  * This kernel WARNs and fails on a FOLL_LONGTERM pin of a hugetlb page in
  * ZONE_MOVABLE (follow_hugetlb_page() grabs it with a check meant for
  * GUP-fast).  Pin hugetlb stretches without FOLL_LONGTERM, which changes
- * nothing else for hugetlb, and refuse pages it would have had to migrate.
+ * nothing else for hugetlb, and refuse every page it would have had to
+ * migrate: ZONE_MOVABLE, CMA and isolated pageblocks, by the kernel's own
+ * test (folio_is_longterm_pinnable(), is_longterm_pinnable_page() on older
+ * kernels, see kmod/conftest.sh).
  * Clamps *@n to the first stretch of hugetlb or other VMAs.  Returns the
  * pin flags for that stretch.
  */
@@ -253,7 +284,7 @@ static long pinmem_hugetlb_check(struct page **pages, long got,
 	if (got <= 0 || (flags & FOLL_LONGTERM))
 		return got;
 	for (i = 0; i < got; i++) {
-		if (page_zonenum(pages[i]) == ZONE_MOVABLE) {
+		if (!pinmem_longterm_pinnable(pages[i])) {
 			unpin_user_pages(pages, got);
 			return -EOPNOTSUPP;
 		}
@@ -380,6 +411,50 @@ int pinmem_region_pin(struct pinmem_region *r)
 	if (ret == -ERESTARTSYS)
 		ret = -EINTR;
 	return ret;
+}
+
+/**
+ * pinmem_region_for_each() - walk the pinned pages of @r folio by folio
+ * @r: the region; its pages stay pinned during the walk, so their folios
+ *	can be neither split nor freed
+ * @fn: called for each stretch of pages inside one folio, in address order
+ * @arg: passed to @fn
+ *
+ * Return: 0, or the first non-zero return of @fn.
+ */
+int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
+			   void *arg)
+{
+	unsigned long pfn, left, head, nr, n;
+	struct pinmem_run_block *b;
+	struct page *page;
+	u32 i;
+	int ret;
+
+	list_for_each_entry(b, &r->blocks, node) {
+		for (i = 0; i < b->nr; i++) {
+			pfn = pinmem_run_pfn(b->runs[i]);
+			left = pinmem_run_pages(b->runs[i]);
+			while (left) {
+				page = pfn_to_page(pfn);
+#ifdef PINMEM_HAVE_PAGE_FOLIO
+				head = folio_pfn(page_folio(page));
+				nr = folio_nr_pages(page_folio(page));
+#else
+				head = page_to_pfn(compound_head(page));
+				nr = compound_nr(compound_head(page));
+#endif
+				n = min(left, head + nr - pfn);
+				ret = fn(arg, head, nr, pfn, n);
+				if (ret)
+					return ret;
+				pfn += n;
+				left -= n;
+			}
+		}
+		cond_resched();
+	}
+	return 0;
 }
 
 /**

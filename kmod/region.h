@@ -18,7 +18,10 @@ struct mm_struct;
  * @segments: runs of physically contiguous pages
  * @huge_bytes: bytes backed by PMD-sized or larger folios
  * @handle: the region's handle in its file
- * @blocks: page-sized blocks of runs, in address order
+ * @kmem_bytes: kernel memory of this struct and its blocks
+ * @nblocks: blocks in @blocks; each is twice the size of the one before, up
+ *	to a page, so a region of one run costs no page
+ * @blocks: blocks of runs, in address order
  */
 struct pinmem_region {
 	unsigned long addr;
@@ -27,8 +30,19 @@ struct pinmem_region {
 	u64 segments;
 	u64 huge_bytes;
 	u32 handle;
+	u32 nblocks;
+	u64 kmem_bytes;
 	struct list_head blocks;
 };
+
+/*
+ * Called by pinmem_region_for_each() for @n pinned pages from @pfn on, all
+ * in one folio of @folio_pages pages whose first frame is @folio_pfn (a base
+ * page is a folio of one page).  A non-zero return stops the walk.
+ */
+typedef int (*pinmem_region_fn)(void *arg, unsigned long folio_pfn,
+				unsigned long folio_pages, unsigned long pfn,
+				unsigned long n);
 
 int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
 			unsigned long len);
@@ -36,5 +50,7 @@ struct pinmem_region *pinmem_region_alloc(unsigned long addr,
 					  unsigned long npages);
 int pinmem_region_pin(struct pinmem_region *r);
 void pinmem_region_free(struct pinmem_region *r, bool dirty);
+int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
+			   void *arg);
 
 #endif /* _PINMEM_REGION_H */

@@ -10,26 +10,43 @@
  *   abi MAJOR.MINOR
  *   global pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *          unpins N refused_global N refused_user N refused_rlimit N
- *          refused_fault N                              (one line)
+ *          refused_fault N kmem_bytes N refused_regions N  (one line)
  *   default_user_limit_bytes N
  *   enforce_rlimit 0|1
+ *   max_regions_per_file N
+ *   max_regions_per_user N
  *   user uid N pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *        unpins N refused_global N refused_user N refused_rlimit N
- *        refused_fault N overridden 0|1                 (one line per user)
+ *        refused_fault N overridden 0|1 kmem_bytes N refused_regions N
+ *                                                       (one line per user)
+ *   hidden_processes N
  *   process pid N uid N comm NAME regions N pinned_bytes N
- *        mm_pinned_bytes N                              (one line per open file)
+ *        mm_pinned_bytes N kmem_bytes N                 (one line per open file)
+ *
+ * Privacy: a reader whose file was opened without CAP_SYS_ADMIN sees the
+ * global line and every user's line, but process lines only of its own uid;
+ * processes outside the pid namespace of the proc mount read are never
+ * listed.  hidden_processes counts the process lines left out.
+ *
+ * The file is printed from a copy (users, then open files) taken in one pass
+ * each with the locks held only while copying, so readers cost O(users +
+ * files) and never hold up PIN, open or close while they format.
  *
  * limit_bytes is 18446744073709551615 (PINMEM_UNLIMITED) for no limit.  NAME
  * is the opener's comm with every blank or non-printable byte turned into
  * '_' ("_" if empty), so it is always one token.  pid and uid are as seen
- * from the reader's namespaces (pid 0 when not visible, or once the opener
- * has exited: its number may already name another process).  Fields are only
- * ever added at the end of a line; any other change bumps the version.
+ * from the reader's namespaces (pid 0 once the opener has exited: its number
+ * may already name another process).  Fields are only ever added at the end
+ * of a line and lines of new record types may appear (readers skip unknown
+ * ones); any other change bumps the version.
  */
+#include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/mm.h>
 #include <linux/mm_types.h>
 #include <linux/pid.h>
 #include <linux/proc_fs.h>
+#include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/uidgid.h>
 #include <linux/user_namespace.h>
@@ -52,11 +69,21 @@ static void pinmem_show_acct(struct seq_file *m, const struct pinmem_acct *a,
 		   a->refused_fault);
 }
 
+/* The ABI 1.1 fields, at the end of the global and user lines. */
+static void pinmem_show_acct_more(struct seq_file *m,
+				  const struct pinmem_acct *a)
+{
+	seq_printf(m, " kmem_bytes %llu refused_regions %llu", a->kmem_bytes,
+		   a->refused_regions);
+}
+
 static void pinmem_show_user(struct seq_file *m, const struct pinmem_user_view *v)
 {
 	seq_printf(m, "user uid %u", from_kuid_munged(seq_user_ns(m), v->uid));
 	pinmem_show_acct(m, &v->acct, v->limit);
-	seq_printf(m, " overridden %d\n", v->overridden);
+	seq_printf(m, " overridden %d", v->overridden);
+	pinmem_show_acct_more(m, &v->acct);
+	seq_putc(m, '\n');
 }
 
 static u64 pinmem_mm_pinned_bytes(struct mm_struct *mm)
@@ -64,49 +91,104 @@ static u64 pinmem_mm_pinned_bytes(struct mm_struct *mm)
 	return (u64)atomic64_read(&mm->pinned_vm) << PAGE_SHIFT;
 }
 
-static void pinmem_show_process(struct pinmem_file *f, void *arg)
+/**
+ * struct pinmem_reader - who reads the stats file
+ * @privileged: opened with CAP_SYS_ADMIN: every process line is shown
+ * @uid: the reader's uid; its own processes are always shown
+ * @pid_ns: the pid namespace of the proc mount read; other processes are not
+ */
+struct pinmem_reader {
+	bool privileged;
+	kuid_t uid;
+	struct pid_namespace *pid_ns;
+};
+
+/* The pid @v has for @rd, 0 once exited; false when @rd may not see @v. */
+static bool pinmem_process_visible(const struct pinmem_reader *rd,
+				   const struct pinmem_file_view *v, pid_t *pid)
+{
+	pid_t nr = pid_nr_ns(v->tgid, rd->pid_ns);
+
+	if (!nr)
+		return false;
+	if (!rd->privileged && !uid_eq(v->uid, rd->uid))
+		return false;
+	*pid = pid_has_task(v->tgid, PIDTYPE_TGID) ? nr : 0;
+	return true;
+}
+
+static void pinmem_show_process(struct seq_file *m,
+				const struct pinmem_file_view *v, pid_t pid)
 {
 	char comm[TASK_COMM_LEN];
-	struct seq_file *m = arg;
-	struct pinmem_acct a;
-	pid_t pid = 0;
 	size_t i;
 
-	strscpy(comm, f->comm, sizeof(comm));
+	strscpy(comm, v->comm, sizeof(comm));
 	for (i = 0; comm[i]; i++)
 		if (comm[i] <= ' ' || comm[i] >= 0x7f)
 			comm[i] = '_';
 	if (!comm[0])
 		strscpy(comm, "_", sizeof(comm));
 
-	if (pid_has_task(f->tgid, PIDTYPE_TGID))
-		pid = pid_vnr(f->tgid);
-	pinmem_budget_file(f, &a);
 	seq_printf(m, "process pid %d uid %u comm %s regions %llu", pid,
-		   from_kuid_munged(seq_user_ns(m), f->uid), comm, a.regions);
-	seq_printf(m, " pinned_bytes %llu mm_pinned_bytes %llu\n",
-		   a.pinned_bytes, pinmem_mm_pinned_bytes(f->mm));
+		   from_kuid_munged(seq_user_ns(m), v->uid), comm,
+		   v->acct.regions);
+	seq_printf(m, " pinned_bytes %llu mm_pinned_bytes %llu kmem_bytes %llu\n",
+		   v->acct.pinned_bytes, v->mm_pinned_bytes, v->acct.kmem_bytes);
+}
+
+static int pinmem_show_processes(struct seq_file *m)
+{
+	const struct cred *cred = m->file->f_cred;
+	struct pinmem_reader rd = {
+		.privileged = file_ns_capable(m->file, &init_user_ns,
+					      CAP_SYS_ADMIN),
+		.uid = cred->uid,
+		.pid_ns = proc_pid_ns(file_inode(m->file)->i_sb),
+	};
+	struct pinmem_file_view *views;
+	size_t nr, i, hidden = 0;
+	pid_t pid;
+	int ret;
+
+	ret = pinmem_files_snapshot(&views, &nr);
+	if (ret)
+		return ret;
+	for (i = 0; i < nr; i++)
+		hidden += !pinmem_process_visible(&rd, &views[i], &pid);
+	seq_printf(m, "hidden_processes %zu\n", hidden);
+	for (i = 0; i < nr; i++)
+		if (pinmem_process_visible(&rd, &views[i], &pid))
+			pinmem_show_process(m, &views[i], pid);
+	pinmem_files_snapshot_free(views, nr);
+	return 0;
 }
 
 static int pinmem_stats_show(struct seq_file *m, void *v)
 {
 	struct pinmem_global_view g;
-	struct pinmem_user_view u;
-	bool more;
+	struct pinmem_user_view *users;
+	size_t nr, i;
+	int ret;
 
+	ret = pinmem_budget_users_snapshot(&users, &nr);
+	if (ret)
+		return ret;
 	pinmem_budget_global(&g);
 	seq_printf(m, "pinmem_stats_version %d\n", PINMEM_STATS_VERSION);
 	seq_printf(m, "abi %d.%d\n", PINMEM_ABI_MAJOR, PINMEM_ABI_MINOR);
 	seq_puts(m, "global");
 	pinmem_show_acct(m, &g.acct, g.limit);
+	pinmem_show_acct_more(m, &g.acct);
 	seq_putc(m, '\n');
 	seq_printf(m, "default_user_limit_bytes %llu\n", g.default_user_limit);
 	seq_printf(m, "enforce_rlimit %d\n", g.enforce_rlimit);
-	for (more = pinmem_budget_user_next(&u, true); more;
-	     more = pinmem_budget_user_next(&u, false))
-		pinmem_show_user(m, &u);
-	pinmem_files_for_each(pinmem_show_process, m);
-	return 0;
+	seq_printf(m, "max_regions_per_file %u\n", g.max_regions_per_file);
+	seq_printf(m, "max_regions_per_user %u\n", g.max_regions_per_user);
+	for (i = 0; i < nr; i++)
+		pinmem_show_user(m, &users[i]);
+	kvfree(users);
+	return pinmem_show_processes(m);
 }
 
 static void pinmem_counters_fill(struct pinmem_counters *c,
@@ -123,6 +205,8 @@ static void pinmem_counters_fill(struct pinmem_counters *c,
 	c->refused_user = a->refused_user;
 	c->refused_rlimit = a->refused_rlimit;
 	c->refused_fault = a->refused_fault;
+	c->kmem_bytes = a->kmem_bytes;
+	c->refused_regions = a->refused_regions;
 }
 
 /**
@@ -148,6 +232,7 @@ void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st)
 	pinmem_counters_fill(&st->user, &u.acct, u.limit);
 	pinmem_counters_fill(&st->file, &a, pinmem_budget_rlimit(f));
 	st->mm_pinned_bytes = pinmem_mm_pinned_bytes(f->mm);
+	st->user_locked_bytes = pinmem_budget_user_locked(f);
 	memset(st->reserved, 0, sizeof(st->reserved));
 }
 

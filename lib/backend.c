@@ -19,6 +19,7 @@ void pm_backend_init(struct pm_backend *be, const struct pm_backend_ops *ops)
 {
 	be->ops = ops;
 	be->err[0] = '\0';
+	be->pci_bus_id[0] = '\0';
 	pthread_mutex_init(&be->err_lock, NULL);
 }
 
@@ -122,13 +123,18 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 	return -EINVAL;
 }
 
-/* The context's backend, or NULL after recording why there is none. */
-static struct pm_backend *backend_of(struct pm_ctx *ctx, const char *call)
+/* The context's backend in *bep, or -errno after recording why there is none (or why not here). */
+static int backend_of(struct pm_ctx *ctx, const char *call, struct pm_backend **bep)
 {
+	int r = pm_ctx_check_owner(ctx, call);
+
+	if (r)
+		return r;
+	*bep = ctx->backend;
 	if (!ctx->backend)
-		pm_ctx_error(ctx, -ENODEV, "%s: the context has no copy backend (PM_BACKEND_NONE)",
-			     call);
-	return ctx->backend;
+		return pm_ctx_error(ctx, -ENODEV,
+				    "%s: the context has no copy backend (PM_BACKEND_NONE)", call);
+	return 0;
 }
 
 static int fail(struct pm_ctx *ctx, struct pm_backend *be, int r, const char *call)
@@ -146,9 +152,9 @@ int pm_dev_alloc(struct pm_ctx *ctx, size_t len, void **devp)
 
 	if (!ctx || !devp)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_dev_alloc");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_dev_alloc", &be);
+	if (r)
+		return r;
 	if (!len)
 		return pm_ctx_error(ctx, -EINVAL, "pm_dev_alloc: length is zero");
 	r = be->ops->dev_alloc(be, len, devp);
@@ -162,9 +168,9 @@ int pm_dev_free(struct pm_ctx *ctx, void *dev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_dev_free");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_dev_free", &be);
+	if (r)
+		return r;
 	r = be->ops->dev_free(be, dev);
 	return r ? fail(ctx, be, r, "pm_dev_free") : 0;
 }
@@ -183,9 +189,9 @@ int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_copy_h2d");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_copy_h2d", &be);
+	if (r)
+		return r;
 	if (!dst_dev || !src_host)
 		return pm_ctx_error(ctx, -EINVAL, "pm_copy_h2d: NULL %s",
 				    dst_dev ? "source" : "destination");
@@ -200,9 +206,9 @@ int pm_copy_d2h(struct pm_ctx *ctx, void *dst_host, const void *src_dev, size_t 
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_copy_d2h");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_copy_d2h", &be);
+	if (r)
+		return r;
 	if (!dst_host || !src_dev)
 		return pm_ctx_error(ctx, -EINVAL, "pm_copy_d2h: NULL %s",
 				    dst_host ? "source" : "destination");
@@ -217,9 +223,9 @@ int pm_event_query(struct pm_ctx *ctx, uint64_t ev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_event_query");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_event_query", &be);
+	if (r)
+		return r;
 	r = be->ops->event_query(be, ev);
 	return r < 0 ? fail(ctx, be, r, "pm_event_query") : r;
 }
@@ -231,9 +237,9 @@ int pm_event_wait(struct pm_ctx *ctx, uint64_t ev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_event_wait");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_event_wait", &be);
+	if (r)
+		return r;
 	r = be->ops->event_wait(be, ev);
 	return r ? fail(ctx, be, r, "pm_event_wait") : 0;
 }
@@ -245,31 +251,31 @@ int pm_event_release(struct pm_ctx *ctx, uint64_t ev)
 
 	if (!ctx)
 		return -EINVAL;
-	be = backend_of(ctx, "pm_event_release");
-	if (!be)
-		return -ENODEV;
+	r = backend_of(ctx, "pm_event_release", &be);
+	if (r)
+		return r;
 	r = be->ops->event_release(be, ev);
 	return r ? fail(ctx, be, r, "pm_event_release") : 0;
 }
 
 int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev)
 {
-	struct pm_backend *be = backend_of(ctx, "pm_event_record_on");
-	int r;
+	struct pm_backend *be;
+	int r = backend_of(ctx, "pm_event_record_on", &be);
 
-	if (!be)
-		return -ENODEV;
+	if (r)
+		return r;
 	r = be->ops->record_on(be, stream, ev);
 	return r ? fail(ctx, be, r, "recording an event on the consumer's stream") : 0;
 }
 
 int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev)
 {
-	struct pm_backend *be = backend_of(ctx, "pm_event_stream_wait");
-	int r;
+	struct pm_backend *be;
+	int r = backend_of(ctx, "pm_event_stream_wait", &be);
 
-	if (!be)
-		return -ENODEV;
+	if (r)
+		return r;
 	r = be->ops->stream_wait(be, stream, ev);
 	return r ? fail(ctx, be, r, "ordering the consumer's stream after the copy") : 0;
 }

@@ -8,8 +8,10 @@
  * Every op returns 0 or -errno and is safe to call from any thread (each
  * backend serializes internally).  Copies run in submission order on one
  * queue (one non-blocking CUDA stream, one worker thread), so an event covers
- * its copy and every copy queued before it.  An event id is never 0; it
- * stays valid until released, and a released or unknown id is -EINVAL.
+ * its copy and every copy queued before it; record_on names the work queued
+ * so far on a caller's stream instead.  An event id is never 0; it stays
+ * valid until released, and a released or unknown id is -EINVAL.  The cuda
+ * backend runs every CUDA call under its device guard (lib/backend_cuda.c).
  */
 #ifndef PM_BACKEND_H
 #define PM_BACKEND_H
@@ -60,6 +62,8 @@ struct pm_backend {
 	pthread_mutex_t err_lock;
 	/* Detail of the last failure (e.g. the CUDA error name), "" if none. */
 	char err[160];
+	/* The device's PCI address ("0000:41:00.0"), "" without a device. */
+	char pci_bus_id[32];
 };
 
 /* Set up and tear down the common part (a backend's create and destroy). */

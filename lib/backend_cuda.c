@@ -39,7 +39,7 @@
 	X(HostUnregister) X(Malloc) X(Free) X(MemcpyAsync)		\
 	X(EventCreateWithFlags) X(EventRecord) X(EventQuery)		\
 	X(EventSynchronize) X(EventDestroy) X(GetErrorName)		\
-	X(StreamWaitEvent) X(GetDevice)
+	X(StreamWaitEvent) X(GetDevice) X(DeviceGetPCIBusId)
 
 struct cudart {
 	void *dl;
@@ -630,6 +630,10 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			r = make_events(c, EVENTS_UP_FRONT);
 			pthread_mutex_unlock(&c->lock);
 		}
+		/* for NUMA placement; without it buffers are simply not placed */
+		if (!r && c->rt.DeviceGetPCIBusId(c->be.pci_bus_id, sizeof(c->be.pci_bus_id),
+						  c->device) != cudaSuccess)
+			c->be.pci_bus_id[0] = '\0';
 		guard_exit(c, &g);
 	}
 	if (r) {

@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend.h"
 #include "buf.h"
+#include "numa.h"
 
 #define BUF_FLAGS (PM_BUF_STRICT_PIN | PM_BUF_STRICT_PAGES | PM_BUF_NO_BACKEND)
 
@@ -67,8 +69,11 @@ static int begin(struct pm_ctx *ctx, const struct pm_buf_opts *o,
 	if (o->flags & ~BUF_FLAGS)
 		return pm_ctx_error(ctx, -EINVAL, "%s: unknown buffer flags 0x%x", call,
 				    o->flags & ~BUF_FLAGS);
-	if (o->pad || o->reserved[0] || o->reserved[1] || o->reserved[2] || o->reserved[3])
+	if (o->reserved[0] || o->reserved[1] || o->reserved[2] || o->reserved[3])
 		return pm_ctx_error(ctx, -EINVAL, "%s: reserved options must be zero", call);
+	if (o->numa > PM_NUMA_NODE(PM_NUMA_MAX - 1))
+		return pm_ctx_error(ctx, -EINVAL, "%s: NUMA choice %u: PM_NUMA_AUTO, PM_NUMA_NONE or PM_NUMA_NODE(n < %d)",
+				    call, o->numa, PM_NUMA_MAX);
 	if ((unsigned int)o->pin > PM_PIN_NONE)
 		return pm_ctx_error(ctx, -EINVAL, "%s: unknown pin mode %d", call, (int)o->pin);
 	if ((unsigned int)o->pages > PM_PAGES_HUGETLB)
@@ -78,18 +83,19 @@ static int begin(struct pm_ctx *ctx, const struct pm_buf_opts *o,
 	if (!*bp)
 		return pm_ctx_error(ctx, -ENOMEM, "%s: out of memory", call);
 	(*bp)->ctx = ctx;
+	(*bp)->numa_node = -1;
 	return 0;
 }
 
-/* Fault in, pin, register and link b; on error b is undone and freed. */
-static int finish(struct pm_ctx *ctx, struct pm_buf *b,
-		  const struct pm_buf_opts *o, struct pm_buf **bufp)
+/* Fault in (on cpus, NULL: anywhere), pin, register and link b; on error b is undone and freed. */
+static int finish(struct pm_ctx *ctx, struct pm_buf *b, const struct pm_buf_opts *o,
+		  const cpu_set_t *cpus, struct pm_buf **bufp)
 {
 	char sz[32];
 	int r;
 
-	r = pm_fault_in(b->ptr, b->size, b->step,
-			pm_fault_threads(ctx, b->size, o->fault_threads));
+	r = pm_fault_in_on(b->ptr, b->size, b->step,
+			   pm_fault_threads(ctx, b->size, o->fault_threads), cpus);
 	if (r)
 		r = pm_ctx_error(ctx, r, "faulting in %s at %p failed: %s",
 				 pm_fmt_bytes(sz, sizeof(sz), b->size), b->ptr, strerror(-r));
@@ -100,11 +106,45 @@ static int finish(struct pm_ctx *ctx, struct pm_buf *b,
 		free(b);
 		return r;
 	}
+	if (b->numa_node >= 0)
+		b->numa_node = pm_numa_node_of(b->ptr);	/* where it landed */
 	pthread_mutex_lock(&ctx->lock);
 	b->next = ctx->bufs;
 	ctx->bufs = b;
 	pthread_mutex_unlock(&ctx->lock);
 	*bufp = b;
+	return 0;
+}
+
+/*
+ * Prefer the NUMA node asked for (or the GPU's) for the unfaulted mapping;
+ * *on_cpus when the node's CPUs are in *cpus for the faulting threads.  Only
+ * an explicit node that cannot be used is an error.
+ */
+static int place(struct pm_ctx *ctx, struct pm_buf *b, const struct pm_buf_opts *o,
+		 cpu_set_t *cpus, bool *on_cpus)
+{
+	int node = o->numa == PM_NUMA_AUTO ? ctx->gpu_node :
+		   o->numa == PM_NUMA_NONE ? -1 : (int)(o->numa - PM_NUMA_NODE(0));
+	int r;
+
+	*on_cpus = false;
+	/* a GPU whose node is unknown deserves a note; a machine without one does not */
+	if (o->numa == PM_NUMA_AUTO && node < 0 && ctx->backend && ctx->backend->pci_bus_id[0])
+		pm_buf_add_note(b, "not placed on a NUMA node: %s", ctx->numa_note);
+	if (node < 0)
+		return 0;
+	r = pm_numa_place(b->map, b->map_len, node);
+	if (r && o->numa != PM_NUMA_AUTO)
+		return pm_ctx_error(ctx, r, "pm_buf_alloc: NUMA node %d: mbind: %s%s", node,
+				    strerror(-r), r == -EINVAL ? " (no such node with memory?)" : "");
+	if (r) {
+		pm_buf_add_note(b, "not placed on the GPU's NUMA node %d: mbind: %s", node,
+				strerror(-r));
+		return 0;
+	}
+	b->numa_node = node;
+	*on_cpus = !pm_numa_cpus(ctx->sys->root, node, cpus);
 	return 0;
 }
 
@@ -114,10 +154,15 @@ int pm_buf_alloc(struct pm_ctx *ctx, size_t size, const struct pm_buf_opts *opts
 	static const struct pm_buf_opts defaults;
 	const struct pm_buf_opts *o = opts ? opts : &defaults;
 	struct pm_buf *b;
+	cpu_set_t cpus;
+	bool on_cpus;
 	int r;
 
 	if (!ctx)
 		return -EINVAL;
+	r = pm_ctx_check_owner(ctx, "pm_buf_alloc");
+	if (r)
+		return r;
 	r = begin(ctx, o, bufp, "pm_buf_alloc", &b);
 	if (r)
 		return r;
@@ -129,7 +174,20 @@ int pm_buf_alloc(struct pm_ctx *ctx, size_t size, const struct pm_buf_opts *opts
 		free(b);
 		return r;
 	}
-	return finish(ctx, b, o, bufp);
+	/*
+	 * Before any page exists: a process forking later (DataLoader
+	 * workers) neither copies pinned pages eagerly nor maps them at all.
+	 */
+	if (madvise(b->map, b->map_len, MADV_DONTFORK))
+		pm_buf_add_note(b, "MADV_DONTFORK failed (%s): a fork copies this buffer",
+				strerror(errno));
+	r = place(ctx, b, o, &cpus, &on_cpus);
+	if (r) {
+		pm_pages_unmap(b);
+		free(b);
+		return r;
+	}
+	return finish(ctx, b, o, on_cpus ? &cpus : NULL, bufp);
 }
 
 int pm_buf_pin_inplace(struct pm_ctx *ctx, void *ptr, size_t len,
@@ -143,12 +201,19 @@ int pm_buf_pin_inplace(struct pm_ctx *ctx, void *ptr, size_t len,
 
 	if (!ctx)
 		return -EINVAL;
+	r = pm_ctx_check_owner(ctx, "pm_buf_pin_inplace");
+	if (r)
+		return r;
+	/* caller-owned memory keeps its fork behaviour (a shared ring workers write) */
 	r = begin(ctx, o, bufp, "pm_buf_pin_inplace", &b);
 	if (r)
 		return r;
 	if (o->pages != PM_PAGES_DEFAULT)
 		r = pm_ctx_error(ctx, -EINVAL,
 				 "pm_buf_pin_inplace: the page kind of caller-owned memory is the caller's; pass PM_PAGES_DEFAULT");
+	else if (o->numa >= PM_NUMA_NODE(0))
+		r = pm_ctx_error(ctx, -EINVAL,
+				 "pm_buf_pin_inplace: caller-owned memory is not moved to a NUMA node; pass PM_NUMA_AUTO");
 	else if (!ptr || !len)
 		r = pm_ctx_error(ctx, -EINVAL, "pm_buf_pin_inplace: %s",
 				 !ptr ? "pointer is NULL" : "length is zero");
@@ -167,19 +232,25 @@ int pm_buf_pin_inplace(struct pm_ctx *ctx, void *ptr, size_t len,
 	b->size = len;
 	b->step = ctx->page_size;
 	b->pages = PM_PAGES_DEFAULT;
-	return finish(ctx, b, o, bufp);
+	return finish(ctx, b, o, NULL, bufp);
 }
 
 /* Undo a live, unlinked buffer in reverse order. */
 void pm_buf_release(struct pm_buf *b)
 {
 	struct pm_ctx *ctx = b->ctx;
-	struct pm_uring_reg *reg;
 
 	if (b->backend_registered)
 		ctx->backend->ops->unregister_host(ctx->backend, b->ptr);
 	pm_unpin(ctx, b);
 	pm_pages_unmap(b);
+	pm_buf_forget(b);
+}
+
+void pm_buf_forget(struct pm_buf *b)
+{
+	struct pm_uring_reg *reg;
+
 	while ((reg = b->rings)) {
 		b->rings = reg->next;
 		free(reg);
@@ -190,9 +261,13 @@ void pm_buf_release(struct pm_buf *b)
 int pm_buf_free(struct pm_ctx *ctx, struct pm_buf *buf)
 {
 	struct pm_buf **pp;
+	int r;
 
 	if (!ctx)
 		return -EINVAL;
+	r = pm_ctx_check_owner(ctx, "pm_buf_free");
+	if (r)
+		return r;
 	pthread_mutex_lock(&ctx->lock);
 	for (pp = &ctx->bufs; *pp && *pp != buf; pp = &(*pp)->next)
 		;
@@ -241,6 +316,11 @@ uint64_t pm_buf_huge_bytes(const struct pm_buf *buf)
 uint64_t pm_buf_segments(const struct pm_buf *buf)
 {
 	return buf->segments;
+}
+
+int pm_buf_numa_node(const struct pm_buf *buf)
+{
+	return buf->numa_node;
 }
 
 bool pm_buf_backend_registered(const struct pm_buf *buf)

@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "buf.h"
 #include "ctx.h"
+#include "numa.h"
 
 /*
  * Sentences are kept per thread, like errno: two threads failing on one
@@ -55,6 +56,20 @@ int pm_ctx_error(struct pm_ctx *ctx, int err, const char *fmt, ...)
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+bool pm_ctx_forked(const struct pm_ctx *ctx)
+{
+	return getpid() != ctx->pid;
+}
+
+int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call)
+{
+	if (!pm_ctx_forked(ctx))
+		return 0;
+	return pm_ctx_error(ctx, -ECHILD,
+			    "%s: this context belongs to process %d and this is a process forked from it; its pinned slots are not mapped here (MADV_DONTFORK) and its threads and CUDA state do not exist here: open a new context in this process",
+			    call, (int)ctx->pid);
 }
 
 const char *pm_ctx_last_error(struct pm_ctx *ctx)
@@ -192,6 +207,7 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 	ctx->sys = sys;
 	ctx->serial = __atomic_add_fetch(&ctx_serials, 1, __ATOMIC_RELAXED);
 	ctx->dev_fd = -1;
+	ctx->pid = getpid();
 	pthread_mutex_init(&ctx->lock, NULL);
 	v = sysconf(_SC_PAGESIZE);
 	ctx->page_size = v > 0 ? (size_t)v : 4096;
@@ -218,6 +234,7 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 
 	cfg.cuda_library = o->cuda_library;
 	cfg.cuda_device = o->cuda_device;
+	ctx->cuda_device = o->cuda_device;
 	cfg.root = sys->root;
 	r = pm_backend_create(o->backend, &cfg, &ctx->backend, ctx->backend_note,
 			      sizeof(ctx->backend_note));
@@ -227,6 +244,8 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 		goto fail;
 	}
 	ctx->backend_name = ctx->backend ? ctx->backend->ops->name : "none";
+	ctx->gpu_node = pm_numa_gpu_node(sys->root, ctx->backend ? ctx->backend->pci_bus_id : NULL,
+					 ctx->numa_note, sizeof(ctx->numa_note));
 	ctx->uring = probe_uring();
 	probe_pages(ctx);
 	*ctxp = ctx;
@@ -249,6 +268,18 @@ void pm_close(struct pm_ctx *ctx)
 
 	if (!ctx)
 		return;
+	if (pm_ctx_forked(ctx)) {
+		/* the parent's pins, registrations and threads are not ours to undo */
+		while ((b = ctx->bufs)) {
+			ctx->bufs = b->next;
+			pm_buf_forget(b);
+		}
+		if (ctx->dev_fd >= 0)
+			close(ctx->dev_fd);	/* this process's copy of the fd only */
+		pthread_mutex_destroy(&ctx->lock);
+		free(ctx);
+		return;
+	}
 	while ((b = ctx->bufs)) {
 		ctx->bufs = b->next;
 		pm_buf_release(b);
@@ -280,5 +311,7 @@ int pm_ctx_info(struct pm_ctx *ctx, struct pm_ctx_info *info)
 	info->hugetlb_page_size = ctx->hugetlb_page_size;
 	info->hugetlb_free_pages = ctx->hugetlb_free_pages;
 	info->page_size = (uint32_t)ctx->page_size;
+	info->cuda_device = ctx->backend && ctx->backend->pci_bus_id[0] ? ctx->cuda_device : -1;
+	info->gpu_numa_node = ctx->gpu_node;
 	return 0;
 }

@@ -11,6 +11,8 @@
 #define PM_CTX_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "pinmem.h"
@@ -43,12 +45,16 @@ struct pm_ctx {
 	bool uring, thp, hugetlb;
 	uint64_t hugetlb_page_size, hugetlb_free_pages;
 	unsigned int cpus;
+	pid_t pid;			/* the process that opened it; a forked child may not use it */
+	int gpu_node;			/* NUMA node of the cuda device, -1 unknown or none */
+	int cuda_device;		/* pm_open_opts.cuda_device */
 
 	uint64_t serial;		/* unique per pm_open: files each thread's sentence */
 	pthread_mutex_t lock;		/* bufs */
 	struct pm_buf *bufs;		/* live buffers, newest first */
 	char module_note[192];
 	char backend_note[640];
+	char numa_note[192];		/* why gpu_node is -1, "" otherwise */
 };
 
 /* pm_open with other system calls (tests). */
@@ -58,6 +64,15 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 /* Record the sentence for pm_ctx_last_error(); returns err (negative). */
 int pm_ctx_error(struct pm_ctx *ctx, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/*
+ * 0, or -ECHILD with the sentence recorded when called in a process forked
+ * after pm_open: the child has no slot mappings (MADV_DONTFORK), no library
+ * threads and no CUDA state, and its calls would corrupt the parent's.
+ */
+int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call);
+/* True in a process forked after pm_open (no sentence). */
+bool pm_ctx_forked(const struct pm_ctx *ctx);
+
 /* "8.0 GiB", "64.0 MiB", "512 B": one decimal, binary units. */
 char *pm_fmt_bytes(char *out, size_t len, uint64_t bytes);
 

@@ -6,7 +6,8 @@
  * own slice with MADV_POPULATE_WRITE, which leaves the bytes as they are (so
  * it also serves caller-owned memory, and refuses memory that is not
  * writable instead of crashing); kernels before 5.14 lack it and get a
- * one-write-per-page loop that adds zero atomically.
+ * one-write-per-page loop that adds zero atomically.  For memory placed on
+ * a NUMA node the threads run on that node's CPUs.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -69,6 +70,28 @@ unsigned int pm_fault_threads(const struct pm_ctx *ctx, size_t len,
 
 int pm_fault_in(void *ptr, size_t len, size_t step, unsigned int threads)
 {
+	return pm_fault_in_on(ptr, len, step, threads, NULL);
+}
+
+/* A faulting thread on cpus (NULL: anywhere); 0 or the pthread error. */
+static int start_on(pthread_t *t, struct fault_job *j, const cpu_set_t *cpus)
+{
+	pthread_attr_t attr;
+	int r;
+
+	if (!cpus)
+		return pthread_create(t, NULL, fault_thread, j);
+	pthread_attr_init(&attr);
+	r = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
+	if (!r)
+		r = pthread_create(t, &attr, fault_thread, j);
+	pthread_attr_destroy(&attr);
+	return r;
+}
+
+int pm_fault_in_on(void *ptr, size_t len, size_t step, unsigned int threads,
+		   const cpu_set_t *cpus)
+{
 	struct fault_job jobs[FAULT_THREADS_MAX];
 	pthread_t tids[FAULT_THREADS_MAX];
 	bool started[FAULT_THREADS_MAX];
@@ -80,8 +103,10 @@ int pm_fault_in(void *ptr, size_t len, size_t step, unsigned int threads)
 		n = FAULT_THREADS_MAX;
 	if (n > pages)
 		n = (unsigned int)pages;
-	if (n <= 1)
+	if (n <= 1 && !cpus)
 		return fault_range(ptr, len, step);
+	if (!n)
+		n = 1;
 	per = (pages + n - 1) / n * step;
 	for (i = 0; i < n; i++) {
 		jobs[i].p = (uint8_t *)ptr + off;
@@ -89,8 +114,11 @@ int pm_fault_in(void *ptr, size_t len, size_t step, unsigned int threads)
 		jobs[i].step = step;
 		jobs[i].err = 0;
 		off += jobs[i].len;
-		/* Slice 0 runs here; a thread that cannot start runs here too. */
-		started[i] = i && !pthread_create(&tids[i], NULL, fault_thread, &jobs[i]);
+		/*
+		 * Slice 0 runs here unless the slices must run on given CPUs;
+		 * a thread that cannot start runs here too.
+		 */
+		started[i] = (i || cpus) && !start_on(&tids[i], &jobs[i], cpus);
 	}
 	for (i = 0; i < n; i++) {
 		if (started[i])

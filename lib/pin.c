@@ -11,19 +11,26 @@
 
 #include "buf.h"
 
-/* 0, or the PIN's -errno with the counters from just before it in *before. */
+/*
+ * 0, or the PIN's -errno with the reason the module wrote back in *reason
+ * (ABI 1.1) and, for a module without reasons, the counters from just
+ * before it in *before.
+ */
 static int pin_module(struct pm_ctx *ctx, struct pm_buf *b,
-		      struct pinmem_stats *before, bool *have_before)
+		      struct pinmem_stats *before, bool *have_before,
+		      uint32_t *reason)
 {
 	struct pinmem_pin p;
 	int r;
 
 	memset(before, 0, sizeof(*before));
-	*have_before = !ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, before);
+	*have_before = ctx->ver.abi_minor < 1 &&
+		       !ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, before);
 	memset(&p, 0, sizeof(p));
 	p.addr = (uintptr_t)b->ptr;
 	p.length = b->size;
 	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_PIN, &p);
+	*reason = p.refused;
 	if (r)
 		return r;
 	b->handle = p.handle;
@@ -51,6 +58,7 @@ int pm_pin(struct pm_ctx *ctx, struct pm_buf *b, enum pm_pin_mode want,
 {
 	struct pinmem_stats before;
 	bool have_before;
+	uint32_t reason;
 	int r;
 
 	b->pin = PM_PIN_NONE;
@@ -67,11 +75,12 @@ int pm_pin(struct pm_ctx *ctx, struct pm_buf *b, enum pm_pin_mode want,
 		pm_buf_add_note(b, "no module (%s): used mlock", ctx->module_note);
 		return pin_mlock(ctx, b);
 	}
-	r = pin_module(ctx, b, &before, &have_before);
+	r = pin_module(ctx, b, &before, &have_before, &reason);
 	if (!r)
 		return 0;
 	if (r != -EOPNOTSUPP || (strict && want == PM_PIN_MODULE))
-		return pm_refuse_module(ctx, r, b->size, have_before ? &before : NULL);
+		return pm_refuse_module(ctx, r, b->size, have_before ? &before : NULL,
+					reason);
 	pm_buf_add_note(b, "/dev/pinmem cannot pin this mapping (%s): used mlock",
 		    strerror(-r));
 	return pin_mlock(ctx, b);

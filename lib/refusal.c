@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Turning a refused pin into one sentence a person can act on: which budget
- * refused, what is in use, the limit and the amount asked for.  The module's
- * numbers come from the STATS ioctl right after the refusal; mlock's from
- * RLIMIT_MEMLOCK and VmLck.
+ * refused, what is in use, the limit and the amount asked for.  Which budget
+ * refused comes from the reason the module wrote back into the PIN (ABI 1.1;
+ * a module of ABI 1.0 leaves it 0 and the refusal counters tell instead);
+ * the numbers come from the STATS ioctl right after the refusal; mlock's
+ * from RLIMIT_MEMLOCK and VmLck.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -53,58 +55,80 @@ static char *fmt_use(char *out, size_t len, uint64_t used, uint64_t limit)
 	return out;
 }
 
+/* The budget a refusal names, and where STATS keeps its use and limit. */
+struct budget {
+	const char *name;
+	const char *hint;
+	uint64_t used, limit;
+	uint64_t refused, refused_before;	/* counters, for ABI 1.0 modules */
+};
+
+/* The budget behind @reason (or @err from a module without reasons). */
+static bool budget_of(int err, uint32_t reason, const struct pinmem_stats *st,
+		      const struct pinmem_stats *before, struct budget *b)
+{
+	if (reason == PINMEM_REFUSED_GLOBAL || (!reason && err == -PINMEM_ERR_GLOBAL)) {
+		*b = (struct budget){ "the global budget", "", st->global.pinned_bytes,
+				      st->global.limit_bytes, st->file.refused_global,
+				      before ? before->file.refused_global : 0 };
+	} else if (reason == PINMEM_REFUSED_USER || (!reason && err == -PINMEM_ERR_USER)) {
+		*b = (struct budget){ "the per-user budget", "", st->user.pinned_bytes,
+				      st->user.limit_bytes, st->file.refused_user,
+				      before ? before->file.refused_user : 0 };
+	} else if (reason == PINMEM_REFUSED_RLIMIT || (!reason && err == -PINMEM_ERR_RLIMIT)) {
+		*b = (struct budget){ "RLIMIT_MEMLOCK", "; raise it with ulimit -l",
+				      st->mm_pinned_bytes, st->file.limit_bytes,
+				      st->file.refused_rlimit,
+				      before ? before->file.refused_rlimit : 0 };
+	} else if (reason == PINMEM_REFUSED_RLIMIT_USER) {
+		*b = (struct budget){ "RLIMIT_MEMLOCK (counted for all processes of this user, io_uring buffers included)",
+				      "; raise it with ulimit -l or release pins elsewhere",
+				      st->user_locked_bytes, st->file.limit_bytes, 0, 0 };
+	} else {
+		return false;
+	}
+	return true;
+}
+
 int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
-		     const struct pinmem_stats *before)
+		     const struct pinmem_stats *before, uint32_t reason)
 {
 	struct pinmem_stats st;
-	const char *budget, *hint = "";
-	uint64_t used, limit, refused, refused_before;
+	struct budget b;
 	char ask[32], use[64];
 	int r;
 
 	pm_fmt_bytes(ask, sizeof(ask), len);
-	if (err != -PINMEM_ERR_GLOBAL && err != -PINMEM_ERR_USER &&
-	    err != -PINMEM_ERR_RLIMIT)
-		return pm_ctx_error(ctx, err, "pinning %s through /dev/pinmem failed: %s",
-				    ask, strerror(-err));
-
+	if (reason == PINMEM_REFUSED_REGIONS_FILE || reason == PINMEM_REFUSED_REGIONS_USER)
+		return pm_ctx_error(ctx, err,
+				    "pinning %s was refused: %s holds as many regions as the module allows (max_regions_per_%s); pin fewer, larger buffers",
+				    ask, reason == PINMEM_REFUSED_REGIONS_FILE ? "this context" : "this user",
+				    reason == PINMEM_REFUSED_REGIONS_FILE ? "file" : "user");
+	if (reason == PINMEM_REFUSED_KMEM)
+		return pm_ctx_error(ctx, err,
+				    "pinning %s through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)",
+				    ask);
 	memset(&st, 0, sizeof(st));
 	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, &st);
-	if (err == -PINMEM_ERR_GLOBAL) {
-		budget = "the global budget";
-		used = st.global.pinned_bytes;
-		limit = st.global.limit_bytes;
-		refused = st.file.refused_global;
-		refused_before = before ? before->file.refused_global : 0;
-	} else if (err == -PINMEM_ERR_USER) {
-		budget = "the per-user budget";
-		used = st.user.pinned_bytes;
-		limit = st.user.limit_bytes;
-		refused = st.file.refused_user;
-		refused_before = before ? before->file.refused_user : 0;
-	} else {
-		budget = "RLIMIT_MEMLOCK";
-		used = st.mm_pinned_bytes;
-		limit = st.file.limit_bytes;
-		hint = "; raise it with ulimit -l";
-		refused = st.file.refused_rlimit;
-		refused_before = before ? before->file.refused_rlimit : 0;
-	}
-	if (!r && before && refused == refused_before)
+	if (!budget_of(err, reason, &st, before, &b))
+		return pm_ctx_error(ctx, err, "pinning %s through /dev/pinmem failed: %s",
+				    ask, strerror(-err));
+	/* Without a reason (ABI 1.0), ENOMEM is also "out of memory": ask the counters. */
+	if (!reason && !r && before && b.refused == b.refused_before)
 		return pm_ctx_error(ctx, err, "pinning %s through /dev/pinmem failed: %s (no budget refused it)",
 				    ask, strerror(-err));
 	if (r)
 		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (reading its use failed: %s)",
-				    ask, budget, strerror(-r));
+				    ask, b.name, strerror(-r));
 	/* The numbers moved between the refusal and STATS: say only what is known. */
-	if (limit != PINMEM_UNLIMITED && used + len <= limit)
+	if (b.limit != PINMEM_UNLIMITED && b.used + len <= b.limit)
 		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (now %s in use)",
-				    ask, budget, fmt_use(use, sizeof(use), used, limit));
-	if (limit == PINMEM_UNLIMITED)
+				    ask, b.name, fmt_use(use, sizeof(use), b.used, b.limit));
+	if (b.limit == PINMEM_UNLIMITED)
 		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (unlimited, %s in use)",
-				    ask, budget, pm_fmt_bytes(use, sizeof(use), used));
+				    ask, b.name, pm_fmt_bytes(use, sizeof(use), b.used));
 	return pm_ctx_error(ctx, err, "pinning %s would exceed %s: %s in use%s",
-			    ask, budget, fmt_use(use, sizeof(use), used, limit), hint);
+			    ask, b.name, fmt_use(use, sizeof(use), b.used, b.limit), b.hint);
 }
 
 int pm_refuse_mlock(struct pm_ctx *ctx, int err, size_t len)

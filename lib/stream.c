@@ -175,12 +175,34 @@ static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
 /* --- reader thread --- */
 
 /* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
-static bool event_passed(struct pm_stream *s, uint64_t *ev)
+/*
+ * A copy that failed after its batch was handed over (PM_HANDOFF_QUEUED: the
+ * consumer never waited for it) stops the stream with its error, so bad
+ * bytes never pass unreported (s->lock held).
+ */
+static void copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
 {
+	if (s->o.handoff != PM_HANDOFF_QUEUED || s->sticky_err)
+		return;
+	s->sticky_err = err;
+	s->halt = true;
+	snprintf(s->err, sizeof(s->err),
+		 "batch %llu: its copy to the device failed after it was handed over (PM_HANDOFF_QUEUED): %s",
+		 (unsigned long long)sl->b.seq, pm_ctx_last_error(s->ctx));
+	pthread_cond_broadcast(&s->consumer_cv);
+}
+
+static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
+{
+	int r;
+
 	if (!*ev)
 		return true;
-	if (pm_event_query(s->ctx, *ev) == 0)
+	r = pm_event_query(s->ctx, *ev);
+	if (!r)
 		return false;
+	if (r < 0 && ev == &sl->ev)
+		copy_failed_late(s, sl, r);
 	pm_event_release(s->ctx, *ev);
 	*ev = 0;
 	return true;
@@ -195,8 +217,8 @@ static struct slot *free_slot(struct pm_stream *s)
 
 		if (sl->state != SLOT_FREE)
 			continue;
-		if (event_passed(s, &sl->ev) &&
-		    (s->copies || event_passed(s, &sl->rel_ev)))
+		if (event_passed(s, sl, &sl->ev) &&
+		    (s->copies || event_passed(s, sl, &sl->rel_ev)))
 			return sl;
 		s->slot_pending = true;
 	}
@@ -541,12 +563,17 @@ static void poll_copies(struct pm_stream *s)
 
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		struct slot *sl = &s->slots[i];
+		int r;
 
-		if (sl->state == SLOT_COPYING && !sl->copy_done &&
-		    pm_event_query(s->ctx, sl->ev) != 0) {
+		if (sl->state != SLOT_COPYING || sl->copy_done)
+			continue;
+		r = pm_event_query(s->ctx, sl->ev);
+		if (r) {
 			sl->copy_done = true;
 			pm_hist_add(&s->copy_hist, t - sl->t_copy0);
 		}
+		if (r < 0)
+			copy_failed_late(s, sl, r);
 	}
 }
 
@@ -712,6 +739,16 @@ static void slot_free(struct pm_stream *s, struct slot *sl)
 	pthread_cond_broadcast(&s->reader_cv);
 }
 
+/* -ECHILD (sentence in pm_stream_error) in a process forked after the stream's context was opened. */
+static int owner_check(struct pm_stream *s, const char *call)
+{
+	int ret = pm_ctx_check_owner(s->ctx, call);
+
+	if (ret)
+		snprintf(s->err, sizeof(s->err), "%s", pm_ctx_last_error(s->ctx));
+	return ret;
+}
+
 int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 {
 	uint64_t t0 = now_ns();
@@ -719,6 +756,9 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	int ret = 0;
 
 	*batch = NULL;
+	ret = owner_check(s, "pm_stream_next");
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		if (s->sticky_err) {
@@ -815,6 +855,8 @@ int pm_stream_release(struct pm_stream *s, struct pm_batch *batch)
 {
 	struct slot *sl;
 
+	if (owner_check(s, "pm_stream_release"))
+		return -ECHILD;
 	pthread_mutex_lock(&s->lock);
 	sl = held_slot(s, batch);
 	if (sl) {
@@ -829,8 +871,10 @@ int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch, void *cuda
 {
 	struct slot *sl;
 	uint64_t ev = 0;
-	int ret = 0;
+	int ret = owner_check(s, "pm_stream_batch_wait");
 
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	sl = held_slot(s, batch);
 	if (!sl)
@@ -851,8 +895,10 @@ int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda
 {
 	struct slot *sl;
 	uint64_t ev = 0;
-	int ret;
+	int ret = owner_check(s, "pm_stream_release_on");
 
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	sl = held_slot(s, batch);
 	pthread_mutex_unlock(&s->lock);
@@ -916,6 +962,8 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
 	st->pin = pm_buf_pin_mode(s->buf);
+	st->numa_node = pm_buf_numa_node(s->buf);
+	st->gpu_numa_node = s->ctx->gpu_node;
 	st->total_items = s->total_items;
 	st->total_bytes = s->total_bytes;
 	pthread_mutex_unlock(&s->lock);
@@ -1050,6 +1098,9 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	int ret;
 
 	*sp = NULL;
+	ret = pm_ctx_check_owner(ctx, "pm_stream_create");
+	if (ret)
+		return ret;
 	if (!m || !m->n)
 		return pm_ctx_error(ctx, -EINVAL, "the manifest has no items");
 	s = calloc(1, sizeof(*s));
@@ -1113,6 +1164,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	/* huge pages fault, pin and register in a fraction of the time */
 	bo.pages = s->o.pages == PM_PAGES_DEFAULT ? PM_PAGES_THP : s->o.pages;
 	bo.flags = s->o.buf_flags;
+	bo.numa = s->o.numa;
 	ret = pm_buf_alloc(ctx, s->stride * s->nslots, &bo, &s->buf);
 	if (ret)
 		goto fail;	/* pm_buf_alloc said why */
@@ -1171,9 +1223,13 @@ static void drain_event(struct pm_stream *s, uint64_t ev)
 
 void pm_stream_destroy(struct pm_stream *s)
 {
+	bool forked;
+
 	if (!s)
 		return;
-	if (s->thread_started) {
+	/* in a forked child the reader thread, the slots and the events are the parent's */
+	forked = pm_ctx_forked(s->ctx);
+	if (s->thread_started && !forked) {
 		pthread_mutex_lock(&s->lock);
 		set_stop(s);
 		pthread_cond_broadcast(&s->reader_cv);
@@ -1184,22 +1240,27 @@ void pm_stream_destroy(struct pm_stream *s)
 		struct slot *sl = &s->slots[i];
 
 		/* the copy and the consumer's work may read the slot until then */
-		drain_event(s, sl->ev);
-		drain_event(s, sl->rel_ev);
-		if (sl->b.dev)
-			pm_dev_free(s->ctx, sl->b.dev);
+		if (!forked) {
+			drain_event(s, sl->ev);
+			drain_event(s, sl->rel_ev);
+			if (sl->b.dev)
+				pm_dev_free(s->ctx, sl->b.dev);
+		}
 		free(sl->items);
 		free(sl->place);
 	}
 	/* a ring that failed with reads in flight keeps its buffer: never reuse it */
-	if (s->buf && !s->reader_err)
+	if (s->buf && !s->reader_err && !forked)
 		pm_buf_free(s->ctx, s->buf);
 	pm_sfiles_close(&s->fs);
 	pm_plan_free(&s->plan);
 	free(s->slots);
 	free(s->reads);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->reader_cv);
-	pthread_cond_destroy(&s->consumer_cv);
+	/* a child's copies may list the parent's waiters: destroying them would block */
+	if (!forked) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->reader_cv);
+		pthread_cond_destroy(&s->consumer_cv);
+	}
 	free(s);
 }

@@ -12,7 +12,7 @@ CUDA_HOME ?= /usr/local/cuda
 CUDA ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,0)
 
 LIB_SRCS += lib/backend.c lib/backend_host.c lib/buf.c lib/ctx.c lib/fault.c \
-	lib/pages.c lib/pin.c lib/refusal.c lib/sys.c lib/uring.c
+	lib/numa.c lib/pages.c lib/pin.c lib/refusal.c lib/sys.c lib/uring.c
 LIB_CFLAGS :=
 ifeq ($(CUDA),1)
 LIB_SRCS += lib/backend_cuda.c

@@ -24,7 +24,9 @@ $(O)/pinstream: $(PINSTREAM_OBJS) $(O)/tools/pinctl_size.o $(LIBPINMEM_A)
 DEMO_SIZE ?= 1G
 DEMO_FILES ?= 8
 DEMO_DIR ?= $(O)
-demo: $(O)/pinstream
+# It installs the build packages first (a fresh machine has no liburing-dev).
+demo: deps-build
+	+@$(MAKE) --no-print-directory $(O)/pinstream
 	@set -e; mkdir -p $(DEMO_DIR); d=$$(mktemp -d $(abspath $(DEMO_DIR))/demo.XXXXXX); \
 	trap 'rm -rf "$$d"' EXIT INT TERM; \
 	$(O)/pinstream --make-dataset $$d --size $(DEMO_SIZE) --files $(DEMO_FILES); \

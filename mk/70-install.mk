@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # `make install` / `make uninstall` (PREFIX, DESTDIR), `make dkms-install-src`
 # (the module source for DKMS), and the checks that what gets installed works:
-# version-check, install-check, dkms-check, readme-check.
+# version-check, install-check, dkms-check, readme-check, and deps-check
+# (scripts/install-deps.sh).
 #
 # Layout under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local):
 #   bin/pinctl bin/pinstream
@@ -52,7 +53,7 @@ PM_INSTALLED := \
 PM_DKMS_SRCS := $(filter-out kmod/pinmem_compat.h,$(KMOD_SOURCES))
 
 .PHONY: install uninstall dkms-install-src dkms-uninstall-src \
-	version-check install-check dkms-check readme-check
+	version-check install-check dkms-check readme-check deps-check
 
 # mk/10-lib.mk's pinmem.pc moved to the paths of this install (PREFIX,
 # LIBDIR, INCLUDEDIR given to `make install` rather than to the build).
@@ -124,10 +125,17 @@ install-check: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS)
 dkms-check:
 	+VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/dkms-check.sh
 
+# scripts/install-deps.sh's choices, against stand-ins for apt-get/dpkg-query.
+deps-check:
+	tests/install/deps-check.sh
+
 readme-check: $(PM_INST_LIBSO) $(PM_INST_LIBA)
 	+O=$(O) VERSION=$(VERSION) MAKE="$(MAKE)" tests/install/readme-commands.sh
 
-CHECK_STEPS += version-check install-check dkms-check readme-check
+# dkms-check is not a step: deb-check (mk/75-deb.mk) puts the same
+# dkms-install-src tree through dkms add/build/install for every kernel, on
+# the system's trees, with the same checks (tests/install/dkms-lib.sh).
+CHECK_STEPS += deps-check version-check install-check readme-check
 
 .PHONY: FORCE
 FORCE:

@@ -13,15 +13,13 @@ root = os.path.dirname(here)
 liba = os.environ.get("PINMEM_LIBA", os.path.join(root, "build", "libpinmem.a"))
 with open(os.path.join(root, "VERSION")) as f:
     version = f.read().strip()
-with open(os.path.join(root, "include", "pinmem_stream.h")) as f:
-    have_release_on = "pm_stream_release_on" in f.read()
 
 ext = Extension(
     "pinmem._pinmem",
     sources=sorted(glob.glob(os.path.join("src", "*.c"))),
-    depends=sorted(glob.glob(os.path.join("src", "*.h"))),
+    depends=sorted(glob.glob(os.path.join("src", "*.h"))) + [
+        os.path.join(root, "include", "uapi", "pinmem.h")],
     include_dirs=[os.path.join(root, "include")],
-    define_macros=[("PMPY_HAVE_RELEASE_ON", "1" if have_release_on else "0")],
     extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wshadow",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type", "-fvisibility=hidden"],

@@ -120,6 +120,9 @@ struct pctl_snapshot {
 	size_t nr_users;
 	struct pctl_proc *procs;
 	size_t nr_procs;
+	/* Process lines the module left out for this reader (other users,
+	 * other pid namespaces); -1 when the module does not say. */
+	int64_t hidden_procs;
 	/* The whole machine, from the kernel's own counters (always read). */
 	uint64_t mem_total;
 	uint64_t mlocked;

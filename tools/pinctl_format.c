@@ -127,8 +127,9 @@ static void render_procs(FILE *f, const struct pctl_snapshot *snap, int max_proc
 		fprintf(f, "\n%8s %-16s %-16s %11s %11s\n", "PID", "USER", "COMMAND",
 			"VMPIN", "VMLCK");
 	if (!snap->nr_procs)
-		fprintf(f, "%s\n", snap->module ? "(no process holds pinmem regions)" :
-			"(no process has pinned or locked memory)");
+		fprintf(f, "%s\n", !snap->module ? "(no process has pinned or locked memory)" :
+			snap->hidden_procs > 0 ? "(none of yours holds pinmem regions)" :
+			"(no process holds pinmem regions)");
 	for (size_t i = 0; i < n; i++) {
 		const struct pctl_proc *p = &snap->procs[i];
 
@@ -146,6 +147,10 @@ static void render_procs(FILE *f, const struct pctl_snapshot *snap, int max_proc
 	}
 	if (n < snap->nr_procs)
 		fprintf(f, "(%zu more)\n", snap->nr_procs - n);
+	if (snap->module && snap->hidden_procs > 0)
+		fprintf(f, "(%lld more of other users or other pid namespaces are hidden from you; "
+			   "run as root to see them: sudo pinctl status)\n",
+			(long long)snap->hidden_procs);
 }
 
 void pctl_render_text(FILE *f, const struct pctl_snapshot *snap, int max_procs)

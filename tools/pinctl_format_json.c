@@ -129,5 +129,12 @@ void pctl_render_json(struct pctl_json *j, const struct pctl_snapshot *snap)
 			process(j, snap, &snap->procs[i]);
 		pctl_json_arr_end(j);
 	}
+	if (snap->module && snap->source == PCTL_SRC_PROC) {
+		pctl_json_key(j, "hidden_processes");
+		if (snap->hidden_procs < 0)
+			pctl_json_null(j);
+		else
+			pctl_json_u64(j, (uint64_t)snap->hidden_procs);
+	}
 	pctl_json_obj_end(j);
 }

@@ -256,6 +256,10 @@ static int parse_line(char **tok, int n, struct pctl_snapshot *snap, bool *versi
 	} else if (!strcmp(tok[0], "default_user_limit_bytes")) {
 		if (n < 2 || pctl_parse_u64(tok[1], &snap->default_user_limit))
 			goto bad_value;
+	} else if (!strcmp(tok[0], "hidden_processes")) {
+		if (n < 2 || pctl_parse_u64(tok[1], &v) || v > INT64_MAX)
+			goto bad_value;
+		snap->hidden_procs = (int64_t)v;
 	} else if (!strcmp(tok[0], "enforce_rlimit")) {
 		if (n < 2 || pctl_parse_u64(tok[1], &v) || v > 1)
 			goto bad_value;
@@ -287,6 +291,7 @@ int pctl_stats_parse(const char *text, struct pctl_snapshot *snap, char *why, si
 	snap->global.limit_bytes = PCTL_UNLIMITED;
 	snap->default_user_limit = PCTL_UNLIMITED;
 	snap->enforce_rlimit = -1;
+	snap->hidden_procs = -1;
 	for (line = copy; line; line = save) {
 		int n;
 

@@ -45,6 +45,7 @@ static const char usage_text[] =
 "  --direct auto|on|off  O_DIRECT where possible / always / never [auto]\n"
 "  --backend auto|cuda|host|none  copy backend [auto; none for --compare]\n"
 "  --pin auto|module|mlock|none   how slots are pinned [auto]\n"
+"  --device N            CUDA device, one process per GPU [$LOCAL_RANK, else 0]\n"
 "Order:\n"
 "  --epochs N            passes over the items [1]\n"
 "  --shuffle             new order every epoch, from --seed [off]\n"
@@ -193,11 +194,11 @@ struct pm_manifest *ps_load_items(const struct ps_args *a)
 	return m;
 }
 
-struct pm_ctx *ps_open(enum pm_backend_kind backend)
+struct pm_ctx *ps_open(enum pm_backend_kind backend, uint32_t device)
 {
-	struct pm_open_opts oo = { .backend = backend };
+	struct pm_open_opts oo = { .backend = backend, .cuda_device = (int)device };
 	struct pm_ctx *ctx;
-	char err[320] = "";
+	char err[1024] = "";
 	int ret;
 
 	oo.errbuf = err;
@@ -219,6 +220,7 @@ enum {
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY, OPT_TAR,
 	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_ITEM_SIZE, OPT_VERSION,
+	OPT_DEVICE,
 };
 
 static const struct option longopts[] = {
@@ -232,6 +234,7 @@ static const struct option longopts[] = {
 	{ "chunk", required_argument, NULL, OPT_CHUNK },
 	{ "direct", required_argument, NULL, OPT_DIRECT },
 	{ "backend", required_argument, NULL, OPT_BACKEND },
+	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "pin", required_argument, NULL, OPT_PIN },
 	{ "epochs", required_argument, NULL, OPT_EPOCHS },
 	{ "shuffle", no_argument, NULL, OPT_SHUFFLE },
@@ -369,7 +372,8 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	static const char *const pad[] = { "exact", "pad", "drop", NULL };
 	static const char *const order[] = { "in", "completed", NULL };
 	static const char *const onerr[] = { "stop", "skip", NULL };
-	bool world_set = false;
+	bool world_set = false, device_set = false;
+	const char *local_rank;
 	uint64_t v;
 	int c, ret = 0, x;
 
@@ -410,6 +414,10 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 			ret = choice(c, arg, backend, &x);
 			a->backend = (enum pm_backend_kind)x;
 			a->backend_set = true;
+			break;
+		case OPT_DEVICE:
+			ret = u32_arg(c, arg, 0, 1023, &a->device);
+			device_set = true;
 			break;
 		case OPT_PIN:
 			ret = choice(c, arg, pin, &x);
@@ -509,6 +517,16 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	if (!a->manifest && !a->nfiles) {
 		ps_err("no items: give FILE... or --manifest F (see --help)");
 		return -EINVAL;
+	}
+	/* one process per GPU: torchrun and friends say which in LOCAL_RANK */
+	local_rank = getenv("LOCAL_RANK");
+	if (!device_set && local_rank && *local_rank) {
+		if (parse_u64(local_rank, &v) || v > 1023) {
+			ps_err("LOCAL_RANK='%s' is not a CUDA device number; pass --device N",
+			       local_rank);
+			return -EINVAL;
+		}
+		a->device = (uint32_t)v;
 	}
 	if (world_set && a->so.rank >= a->so.world_size) {
 		ps_err("--rank %u must be below --world-size %u", a->so.rank,

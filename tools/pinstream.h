@@ -21,6 +21,7 @@ struct ps_args {
 	struct pm_stream_opts so;
 	enum pm_backend_kind backend;
 	bool backend_set;
+	uint32_t device;		/* CUDA device: --device, else $LOCAL_RANK, else 0 */
 	bool json;
 	int progress;			/* -1 auto (a terminal), 0 off, 1 on */
 	bool compare;
@@ -40,7 +41,7 @@ const char *ps_bytes(uint64_t bytes, char *buf, size_t len);
 /* Items of FILES or --manifest; prints the error and returns NULL. */
 struct pm_manifest *ps_load_items(const struct ps_args *a);
 /* A context for the backend asked for; prints the error and returns NULL. */
-struct pm_ctx *ps_open(enum pm_backend_kind backend);
+struct pm_ctx *ps_open(enum pm_backend_kind backend, uint32_t device);
 /* Print "pinstream: ..." to stderr. */
 void ps_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* JSON string with escapes. */

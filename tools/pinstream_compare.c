@@ -542,7 +542,7 @@ int ps_compare(const struct ps_args *a)
 	if (!c.m)
 		return PS_EXIT_FAIL;
 	/* host side only unless a backend was asked for */
-	c.ctx = ps_open(a->backend_set ? a->backend : PM_BACKEND_NONE);
+	c.ctx = ps_open(a->backend_set ? a->backend : PM_BACKEND_NONE, a->device);
 	if (!c.ctx)
 		goto out;
 	pm_ctx_info(c.ctx, &ci);

@@ -57,22 +57,37 @@ static void files_line(struct pm_stream *s, const struct pm_stream_stats *st)
 	}
 }
 
+/* Which NUMA node the slots are on, against the GPU's. */
+static void numa_line(const struct pm_stream_stats *st)
+{
+	if (st->numa_node >= 0 && st->gpu_numa_node >= 0)
+		printf("  %-12s slots on node %d, the GPU's node is %d%s\n", "numa", st->numa_node,
+		       st->gpu_numa_node, st->numa_node == st->gpu_numa_node ? "" : " (remote)");
+	else if (st->numa_node >= 0)
+		printf("  %-12s slots on node %d\n", "numa", st->numa_node);
+	else if (st->gpu_numa_node >= 0)
+		printf("  %-12s slots not placed, the GPU's node is %d\n", "numa", st->gpu_numa_node);
+}
+
 static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *a,
 		    const struct pm_stream_stats *st, int ret)
 {
 	struct pm_ctx_info ci;
-	char b1[32], b2[32];
+	char b1[32], b2[32], dev[32] = "";
 	double el = st->elapsed_s > 0 ? st->elapsed_s : 1e-9;
 
 	pm_ctx_info(ctx, &ci);
+	if (!strcmp(ci.backend, "cuda"))
+		snprintf(dev, sizeof(dev), " (device %u)", a->device);
 	printf("pinstream: %s in %llu items, %llu batches, %u epoch%s%s\n",
 	       ps_bytes(st->bytes, b1, sizeof(b1)), (unsigned long long)st->items,
 	       (unsigned long long)st->batches, a->so.epochs, a->so.epochs == 1 ? "" : "s",
 	       ret ? " (stopped by an error)" : "");
 	files_line(s, st);
-	printf("  %-12s %u x %s, pin %s, backend %s, io_uring %s\n", "slots", st->slots,
+	printf("  %-12s %u x %s, pin %s, backend %s%s, io_uring %s\n", "slots", st->slots,
 	       ps_bytes(st->slot_bytes, b2, sizeof(b2)), pm_pin_mode_name(st->pin),
-	       ci.backend, st->ring_setup);
+	       ci.backend, dev, st->ring_setup);
+	numa_line(st);
 	if (st->pin != PM_PIN_MODULE && ci.module_note[0])
 		printf("  %-12s not pinned by /dev/pinmem: %s\n", "", ci.module_note);
 	if (ci.backend_note[0])
@@ -103,7 +118,7 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       "\"consumer_wait_s\":%.6f,"
 	       "\"reader_wait_s\":%.6f,\"slots\":%u,\"slot_bytes\":%llu,\"pin\":\"%s\","
 	       "\"backend\":\"%s\",\"ring_flags\":\"%s\",\"files_direct\":%u,"
-	       "\"files_buffered\":%u",
+	       "\"files_buffered\":%u,\"device\":%u,\"numa_node\":%d,\"gpu_numa_node\":%d",
 	       (unsigned long long)st->bytes, (unsigned long long)st->read_bytes,
 	       (unsigned long long)st->items, (unsigned long long)st->batches,
 	       a->so.epochs, (unsigned long long)st->failed_batches,
@@ -111,7 +126,7 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       st->io_gbps, st->consumer_wait_s, st->reader_wait_s, st->slots,
 	       (unsigned long long)st->slot_bytes, pm_pin_mode_name(st->pin), ci.backend,
 	       st->ring_setup, st->files_direct,
-	       st->files_buffered);
+	       st->files_buffered, a->device, st->numa_node, st->gpu_numa_node);
 	lat_json("read_latency", &st->read_lat);
 	lat_json("copy_latency", &st->copy_lat);
 	printf(",\"ring_note\":");
@@ -135,7 +150,7 @@ int ps_run(const struct ps_args *a)
 
 	if (!m)
 		return PS_EXIT_FAIL;
-	ctx = ps_open(a->backend);
+	ctx = ps_open(a->backend, a->device);
 	if (!ctx) {
 		pm_manifest_destroy(m);
 		return PS_EXIT_FAIL;

@@ -12,6 +12,32 @@
  *   PINMEM_ERR_GLOBAL  the machine-wide budget      (ENOSPC)
  *   PINMEM_ERR_USER    the caller's per-user budget (EDQUOT)
  *   PINMEM_ERR_RLIMIT  the caller's RLIMIT_MEMLOCK  (ENOMEM, as mlock(2))
+ *   PINMEM_ERR_REGIONS a cap on the number of regions (EMFILE)
+ * and, from ABI 1.1, PIN writes the reason of any failure to
+ * pinmem_pin.refused (PINMEM_REFUSED_*), so a caller tells "RLIMIT_MEMLOCK"
+ * from "out of kernel memory" without racing the refusal counters.
+ *
+ * What is charged (ABI 1.1): every base page a PIN pins, and, for a page of
+ * a huge or large folio (THP, hugetlb), the whole folio, once per open file
+ * however many of its pages and regions the file pins: a pinned folio cannot
+ * be split or freed while any of its pages is pinned, so a 4 KiB PIN inside
+ * a 2 MiB THP keeps 2 MiB allocated and is charged 2 MiB (io_uring's rule for
+ * registered buffers).  Base pages pinned twice (overlapping PINs) are
+ * charged twice.  The same amount is charged to every budget: global, user,
+ * file, the owner's mm->pinned_vm (VmPin, as RDMA does) and the opener's
+ * user->locked_vm (as io_uring, VFIO and iommufd do).  RLIMIT_MEMLOCK is
+ * checked against both of the last two, so pinmem, RDMA and io_uring share one
+ * limit in both directions and a re-exec or a fresh process of the same user
+ * does not get a fresh one.  CAP_IPC_LOCK skips the RLIMIT_MEMLOCK checks,
+ * never the charges.
+ *
+ * Who may act through a file (ABI 1.1): the file belongs to the process that
+ * opened it (its thread group, on the mm it had at open).  Only that process
+ * may PIN, UNPIN and list REGIONS (addresses of its address space); any other
+ * holder of the fd (SCM_RIGHTS, fork, vfork, exec) gets EPERM for those.
+ * GET_VERSION, STATS and GET_LIMITS work for any holder; SET_LIMITS needs
+ * CAP_SYS_ADMIN whoever holds the file.  Closing the last reference, by any
+ * holder, releases every region.
  */
 #ifndef _UAPI_LINUX_PINMEM_H
 #define _UAPI_LINUX_PINMEM_H
@@ -20,7 +46,7 @@
 #include <linux/ioctl.h>
 
 #define PINMEM_ABI_MAJOR	1
-#define PINMEM_ABI_MINOR	0
+#define PINMEM_ABI_MINOR	1
 
 #define PINMEM_DEVICE		"/dev/pinmem"
 #define PINMEM_STATS_PATH	"/proc/driver/pinmem/stats"
@@ -29,6 +55,29 @@
 #define PINMEM_ERR_GLOBAL	ENOSPC
 #define PINMEM_ERR_USER		EDQUOT
 #define PINMEM_ERR_RLIMIT	ENOMEM
+#define PINMEM_ERR_REGIONS	EMFILE
+
+/*
+ * pinmem_pin.refused: why a PIN failed (ABI 1.1; 0 from older modules and
+ * on success).
+ */
+#define PINMEM_REFUSED_NONE		0
+#define PINMEM_REFUSED_GLOBAL		1	/* global budget (ENOSPC) */
+#define PINMEM_REFUSED_USER		2	/* per-user budget (EDQUOT) */
+#define PINMEM_REFUSED_RLIMIT		3	/* RLIMIT_MEMLOCK on the owner's
+						 * mm->pinned_vm (ENOMEM) */
+#define PINMEM_REFUSED_RLIMIT_USER	4	/* RLIMIT_MEMLOCK on the user's
+						 * locked_vm, shared with io_uring
+						 * and other processes (ENOMEM) */
+#define PINMEM_REFUSED_REGIONS_FILE	5	/* max_regions_per_file (EMFILE) */
+#define PINMEM_REFUSED_REGIONS_USER	6	/* max_regions_per_user (EMFILE) */
+#define PINMEM_REFUSED_KMEM		7	/* kernel memory for bookkeeping
+						 * (ENOMEM) */
+#define PINMEM_REFUSED_MAPPING		8	/* the range or its pages (EFAULT,
+						 * EACCES, EOPNOTSUPP, EAGAIN, ...) */
+#define PINMEM_REFUSED_ACCESS		9	/* not the file's owner (EPERM) */
+#define PINMEM_REFUSED_INTR		10	/* fatal signal (EINTR) */
+#define PINMEM_REFUSED_ARGS		11	/* bad argument (EINVAL) */
 
 /* A limit that never refuses. */
 #define PINMEM_UNLIMITED	(~(__u64)0)
@@ -59,6 +108,12 @@ struct pinmem_version {
  * @pages: base pages pinned, length / page_size (out)
  * @segments: physically contiguous runs the region is made of (out)
  * @huge_bytes: bytes backed by PMD-sized or larger pages (THP, hugetlb) (out)
+ * @charged_bytes: bytes this PIN added to the budgets (ABI 1.1): whole huge
+ *	folios the file did not hold yet, plus the base pages; may be more or
+ *	less than @length (out; must be zero on input)
+ * @refused: PINMEM_REFUSED_* on failure, 0 on success (ABI 1.1; out, also
+ *	when PIN fails; must be zero on input)
+ * @pad2: must be zero
  * @reserved: must be zero on input; zero on output
  *
  * The range must be mapped writable memory that may be pinned long-term:
@@ -66,7 +121,7 @@ struct pinmem_version {
  * or unaligned length or address, overflow, flags, reserved), EFAULT (not
  * user memory or not mapped), EACCES (not writable, PROT_NONE), EOPNOTSUPP
  * (file-backed or I/O mapping), EPERM (fd used by another process than its
- * opener), EINTR (fatal signal while pinning), EAGAIN (the kernel kept
+ * opener), EMFILE (a region cap), EINTR (fatal signal while pinning), EAGAIN (the kernel kept
  * losing a race migrating the pages out of movable memory, e.g. while another
  * thread pins the same fresh pages; retry), a budget errno above.
  * Nothing stays pinned or charged on error.
@@ -80,7 +135,10 @@ struct pinmem_pin {
 	__u64 pages;
 	__u64 segments;
 	__u64 huge_bytes;
-	__u64 reserved[4];
+	__u64 charged_bytes;
+	__u32 refused;
+	__u32 pad2;
+	__u64 reserved[2];
 };
 
 /**
@@ -90,7 +148,8 @@ struct pinmem_pin {
  * @pad: must be zero
  * @reserved: must be zero
  *
- * Errors: ENOENT (no such region in this file), EINVAL.
+ * Errors: ENOENT (no such region in this file), EPERM (not the file's owner
+ * process), EINVAL.
  */
 struct pinmem_unpin {
 	__u64 handle;
@@ -128,6 +187,8 @@ struct pinmem_region_info {
  * @pad: must be zero
  * @total: regions the file holds (out)
  * @reserved: must be zero on input
+ *
+ * Errors: EPERM (not the file's owner process), EFAULT, EINVAL.
  */
 struct pinmem_regions {
 	__u64 regions;
@@ -151,7 +212,9 @@ struct pinmem_regions {
  * @refused_user: PINs refused by the per-user budget
  * @refused_rlimit: PINs refused by RLIMIT_MEMLOCK
  * @refused_fault: PINs that failed while pinning (fault, signal, mapping)
- * @reserved: zero
+ * @kmem_bytes: kernel memory the module's bookkeeping of these regions uses
+ *	(ABI 1.1)
+ * @refused_regions: PINs refused by a cap on regions (ABI 1.1)
  */
 struct pinmem_counters {
 	__u64 pinned_bytes;
@@ -164,7 +227,8 @@ struct pinmem_counters {
 	__u64 refused_user;
 	__u64 refused_rlimit;
 	__u64 refused_fault;
-	__u64 reserved[2];
+	__u64 kmem_bytes;
+	__u64 refused_regions;
 };
 
 /**
@@ -177,6 +241,9 @@ struct pinmem_counters {
  *	for its owner, PINMEM_UNLIMITED when not enforced (out)
  * @mm_pinned_bytes: the owner process's mm->pinned_vm in bytes, which also
  *	counts pins made by other drivers (RDMA, io_uring) (out)
+ * @user_locked_bytes: the opener's user->locked_vm in bytes: pinmem's and
+ *	io_uring's pins of every process of that user, checked against
+ *	RLIMIT_MEMLOCK too (ABI 1.1; out)
  * @reserved: must be zero on input
  */
 struct pinmem_stats {
@@ -186,7 +253,8 @@ struct pinmem_stats {
 	struct pinmem_counters user;
 	struct pinmem_counters file;
 	__u64 mm_pinned_bytes;
-	__u64 reserved[7];
+	__u64 user_locked_bytes;
+	__u64 reserved[6];
 };
 
 /* pinmem_limits.flags: which limits SET_LIMITS changes. */
@@ -214,8 +282,11 @@ struct pinmem_stats {
  *
  * Limits are bytes, rounded down to whole pages; PINMEM_UNLIMITED disables
  * one.  Lowering a limit below current use refuses new pins and leaves
- * existing regions alone.  SET needs CAP_SYS_ADMIN (EPERM) and validates
- * every field before it changes anything.
+ * existing regions alone.  SET needs CAP_SYS_ADMIN (EPERM; CAP_SYS_RESOURCE
+ * is not enough, as for the module parameters) and validates every field
+ * before it changes anything: from ABI 1.1 a field the flags do not select
+ * (a limit not set, @uid without a user flag, @user_limit with CLEAR_USER,
+ * @user_flags) must be zero (EINVAL).
  */
 struct pinmem_limits {
 	__u32 flags;

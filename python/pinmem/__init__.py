@@ -10,11 +10,11 @@ See Context, Buffer, Stream, and pinmem.torch for a DataLoader whose workers
 write batches straight into pinned memory.
 """
 from ._pinmem import (BudgetError, Buffer, Context, Error, Manifest,  # noqa: F401
-                      crc32c)
+                      crc32c, module_stats)
 from .stream import Stream  # noqa: F401
 
 __all__ = ["open", "Context", "Buffer", "Manifest", "Stream", "Error",
-           "BudgetError", "crc32c"]
+           "BudgetError", "crc32c", "module_stats"]
 
 
 def open(*, module="auto", backend="auto", device=None, cuda_device=0,

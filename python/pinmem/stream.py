@@ -22,7 +22,8 @@ def _dist_default(name, env, fn):
 def _device(device):
     """(backend, cuda_device, views_on_device) for a device argument."""
     if device is None:
-        return "none", 0, False
+        # Slots registered with CUDA when there is a GPU; the consumer copies.
+        return "auto", 0, False
     if isinstance(device, int):
         return "cuda", device, True
     s = str(device)
@@ -43,12 +44,17 @@ class Stream:
     "path offset length [crc32c]"), or a list of files (each one item, or cut
     into item_bytes-sized items).  Iterating yields pinmem.Batch objects
     whose .views are zero-copy DLPack/buffer views of each item: of the
-    pinned host slot when device is None, of the batch's device copy when
-    device is "cuda:N" (or "host": a host-memory "device", to run the copy
-    path without a GPU).  Release each batch (batch.release(), "with batch:",
-    or batch.release(stream=torch.cuda.current_stream()) once its GPU work is
-    queued) so its slot can be refilled; a released batch's views must not
-    be read: new exports raise ValueError, tensors made before still map the
+    pinned host slot when device is None (handoff "host": the slots are
+    registered with CUDA when there is a GPU and the consumer copies), of the
+    batch's device copy when device is "cuda:N" (or "host": a host-memory
+    "device", to run the copy path without a GPU).  handoff="queued" hands a
+    batch over as soon as its copy is queued: torch.from_dlpack(view) on the
+    current stream (or batch.wait(stream)) orders the GPU work after the copy.
+    Release each batch (batch.release(), "with batch:", or
+    batch.release(stream=torch.cuda.current_stream()) once its GPU work is
+    queued: the slot is rewritten only after that work, and the caller never
+    blocks) so its slot can be refilled; a released batch's views must not be
+    read: new exports raise ValueError, tensors made before still map the
     slot but see later batches' bytes.
 
     rank and world_size default to torch.distributed's (when initialised),
@@ -58,7 +64,8 @@ class Stream:
     dropped).  Other keywords go to the library: slots, prefetch, qd,
     chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
     order ("in_order"/"as_completed"), shard_pad ("exact"/"pad"/"drop"),
-    no_crc, pin ("auto"/"module"/"mlock"/"none").
+    no_crc, pin ("auto"/"module"/"mlock"/"none"), handoff
+    ("copied"/"queued"/"host").
     """
 
     def __init__(self, source, *, batch_bytes=0, batch_items=0, shuffle=False,
@@ -82,6 +89,8 @@ class Stream:
         self.ctx = ctx if ctx is not None else _pinmem.Context(
             module=module, backend=backend, cuda_device=cuda_device)
         self.device = device
+        if device is None:
+            opts.setdefault("handoff", "host")
         self._opts = dict(opts, batch_bytes=batch_bytes, batch_items=batch_items,
                           shuffle=bool(shuffle), seed=seed, epochs=epochs,
                           rank=rank or 0, world_size=world_size or 1,

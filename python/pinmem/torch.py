@@ -177,11 +177,11 @@ class DataLoader:
     device: None yields tensors viewing the pinned slot; "cuda[:N]" yields
     device tensors, copied asynchronously on the loader's CUDA stream (the
     current stream is made to wait for the copy).  slot_bytes: bytes per
-    slot (default: one sample's collated size times batch_size, plus a
-    quarter); a bigger batch raises SlotTooSmallError saying what to pass.
+    slot (default: one sample's collated size times batch_size, plus an
+    eighth); a bigger batch raises SlotTooSmallError saying what to pass.
     slots: ring slots (default num_workers * prefetch_factor + 2).  ctx: a
     pinmem.Context (default: one opened with module=module, the CUDA
-    backend with a device, none without).  pin: "auto" (module, else
+    backend with a device, the automatic one without).  pin: "auto" (module, else
     mlock), "module", "mlock".  pin_memory is accepted for compatibility:
     the ring is always pinned.  Map-style datasets only.
     """
@@ -240,7 +240,7 @@ class DataLoader:
 
     # -- the ring --
     def _guess_slot_bytes(self):
-        """One sample's collated size times the batch size, plus a quarter.
+        """One sample's collated size times the batch size, plus an eighth.
 
         The probe reads dataset[0] in the main process once, with every random
         number generator's state put back after, so the batches stay those
@@ -257,7 +257,7 @@ class DataLoader:
                                 else self.collate_fn([sample]))
         random.setstate(py_state)
         numpy.random.set_state(np_state)
-        need = one * n + (one * n) // 4
+        need = one * n + (one * n) // 8
         return max(_PAGE, (need + _PAGE - 1) // _PAGE * _PAGE)
 
     def _ensure_ring(self):
@@ -266,7 +266,9 @@ class DataLoader:
         if self._ctx_arg is not None:
             self._ctx = self._ctx_arg
         else:
-            backend = "cuda" if self.device is not None else "none"
+            # Without a device the ring is still registered with CUDA when there
+            # is a GPU, so the caller's own .to(device, non_blocking=True) is async.
+            backend = "cuda" if self.device is not None else "auto"
             self._ctx = _pinmem.Context(module=self._module, backend=backend,
                                         cuda_device=self.device.index if self.device else 0)
         sb = self._slot_bytes or self._guess_slot_bytes()
@@ -361,6 +363,7 @@ class _Iter:
         self._rcvd_idx = 0          # next batch to yield
         self._outstanding = {}      # batch_idx -> slot, sent but not back
         self._ready = {}            # batch_idx -> (slot, layout) back, not yet yielded
+        self._errors = {}           # batch_idx -> _ExceptionWrapper, raised in batch order
         self._exhausted = False
         self._worker_rr = 0
 
@@ -467,14 +470,14 @@ class _Iter:
     def _next(self):
         while True:
             self._fill()
-            if self._rcvd_idx in self._ready:
-                ready = self._ready.pop(self._rcvd_idx)
+            if self._rcvd_idx in self._errors:
                 self._rcvd_idx += 1
-                if isinstance(ready, _ExceptionWrapper):
-                    ready.reraise()      # in batch order, as DataLoader does
-                slot, layout = ready
+                self._errors.pop(self._rcvd_idx - 1).reraise()   # in batch order, as DataLoader does
+            if self._rcvd_idx in self._ready:
+                slot, layout = self._ready.pop(self._rcvd_idx)
+                self._rcvd_idx += 1
                 return self._deliver(slot, layout)
-            if self._exhausted and not self._outstanding and not self._ready:
+            if self._exhausted and not self._outstanding and not self._ready and not self._errors:
                 raise StopIteration
             if not self._outstanding:
                 # No slot free and none coming back: batches still referenced hold them.
@@ -491,7 +494,7 @@ class _Iter:
                     err.reraise()        # worker_init_fn: no batch to wait for
                 self._outstanding.pop(idx, None)
                 self.ring.free.append(slot)
-                self._ready[idx] = err   # batches before it are delivered first
+                self._errors[idx] = err  # batches before it are delivered first
                 continue
             self._outstanding.pop(idx)
             self._ready[idx] = (slot, layout)
@@ -509,7 +512,6 @@ class _Iter:
                 d = t.to(self.device, non_blocking=True)
             d.record_stream(cur)
             return d
-        self._copy_stream.wait_stream(cur)
         out = materialize(layout, view, copy)
         ev = torch.cuda.Event()
         ev.record(self._copy_stream)
@@ -530,6 +532,7 @@ class _Iter:
         for idx, (slot, _layout) in list(self._ready.items()):
             self.ring.free.append(slot)
         self._ready.clear()
+        self._errors.clear()
 
     def shutdown(self):
         """Stop the workers; the ring is then held only by batches still referenced."""
@@ -558,6 +561,7 @@ class _Iter:
                 self._reap_copies(wait=True)
         self._outstanding.clear()
         self._ready.clear()
+        self._errors.clear()
         self._pending.clear()
         self._drop_ring()
 

@@ -212,6 +212,18 @@ static PyObject *buffer_dlpack(PmBuffer *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O", kwlist, &stream) ||
 	    check_live(self))
 		return NULL;
+	/*
+	 * A device view of a batch delivered as soon as its copy was queued:
+	 * the consumer's stream (None: the legacy default stream) waits for the
+	 * copy, as DLPack asks of a producer.
+	 */
+	if (self->batch && self->dev_type == kDLCUDA) {
+		void *ptr = NULL;
+
+		if ((stream != Py_None && pmpy_stream_ptr(stream, &ptr)) ||
+		    pmpy_batch_wait(self->batch, ptr))
+			return NULL;
+	}
 	/* Room for the tensor, then shape and strides (in elements). */
 	t = calloc(1, sizeof(*t) + 2 * PMPY_MAXDIM * sizeof(int64_t));
 	if (!t)
@@ -350,8 +362,8 @@ static PyObject *get_exports(PmBuffer *self, void *unused)
 static PyMethodDef buffer_methods[] = {
 	{ "__dlpack__", (PyCFunction)(void (*)(void))buffer_dlpack, METH_VARARGS | METH_KEYWORDS,
 	  "__dlpack__(*, stream=None): a DLPack capsule viewing this memory without a copy.\n"
-	  "The consumer holds this Buffer until it deletes the tensor.  Device views of a\n"
-	  "stream batch are complete when handed out, so stream is not waited on." },
+	  "The consumer holds this Buffer until it deletes the tensor.  For a device view of a\n"
+	  "stream batch, work on stream (a cudaStream_t as int) is ordered after the batch's copy." },
 	{ "__dlpack_device__", (PyCFunction)buffer_dlpack_device, METH_NOARGS,
 	  "(device_type, device_id): (1, 0) for host memory, (2, N) for CUDA device N." },
 	{ "view", (PyCFunction)(void (*)(void))buffer_view, METH_VARARGS | METH_KEYWORDS,

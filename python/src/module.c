@@ -92,6 +92,10 @@ static PyObject *crc32c(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+	{ "module_stats", (PyCFunction)(void (*)(void))pmpy_module_stats, METH_VARARGS | METH_KEYWORDS,
+	  "module_stats(device='/dev/pinmem') -> dict: the module's STATS ioctl: uid, and for\n"
+	  "'global' and 'user' pinned_bytes, limit_bytes, peak_bytes, regions, pins, unpins and\n"
+	  "refusals by budget; 'unlimited' is the limit value meaning none.  OSError without the module." },
 	{ "pin_mode_name", pin_mode_name, METH_O, "Name of a pin mode number." },
 	{ "crc32c", crc32c, METH_VARARGS,
 	  "crc32c(data, crc=0) -> int: crc32c (Castagnoli) as manifests give it." },
@@ -132,8 +136,7 @@ PyMODINIT_FUNC PyInit__pinmem(void)
 	    PyModule_AddIntConstant(m, "PIN_AUTO", PM_PIN_AUTO) ||
 	    PyModule_AddIntConstant(m, "PIN_MODULE", PM_PIN_MODULE) ||
 	    PyModule_AddIntConstant(m, "PIN_MLOCK", PM_PIN_MLOCK) ||
-	    PyModule_AddIntConstant(m, "PIN_NONE", PM_PIN_NONE) ||
-	    PyModule_AddIntConstant(m, "HAVE_RELEASE_ON", PMPY_HAVE_RELEASE_ON)) {
+	    PyModule_AddIntConstant(m, "PIN_NONE", PM_PIN_NONE)) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -28,10 +28,6 @@
 
 #define PMPY_MAXDIM 16
 
-/* 1 when the library has pm_stream_release_on (set by setup.py from the header). */
-#ifndef PMPY_HAVE_RELEASE_ON
-#define PMPY_HAVE_RELEASE_ON 0
-#endif
 
 /* DLPack (dmlc/dlpack v0.x, the "dltensor" capsule every consumer accepts). */
 enum { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3 };
@@ -137,6 +133,12 @@ int pmpy_shape(PyObject *shape, Py_ssize_t *dims, int *ndim, Py_ssize_t *count);
 int pmpy_set_layout(PmBuffer *v, PyObject *shape, const struct pmpy_dtype *dt,
 		    bool exact);
 void pmpy_stream_batch_gone(PmStream *st);
+/* The cudaStream_t obj names: an int, or an object with .cuda_stream (torch.cuda.Stream). */
+int pmpy_stream_ptr(PyObject *obj, void **ptr);
+/* pm_stream_batch_wait on cuda_stream, or -1 with an exception. */
+int pmpy_batch_wait(struct PmBatch *self, void *cuda_stream);
+/* pinmem.module_stats(device=...). */
+PyObject *pmpy_module_stats(PyObject *self, PyObject *args, PyObject *kw);
 /* Index of obj (a str) in names, or -1 with ValueError naming what. */
 int pmpy_choice(PyObject *obj, const char *const *names, const char *what);
 

@@ -16,6 +16,7 @@ static const char *const on_error_names[] = { "stop", "skip", NULL };
 static const char *const order_names[] = { "in_order", "as_completed", NULL };
 static const char *const pad_names[] = { "exact", "pad", "drop", NULL };
 static const char *const pin_names[] = { "auto", "module", "mlock", "none", NULL };
+static const char *const handoff_names[] = { "copied", "queued", "host", NULL };
 
 static void stream_destroy(PmStream *self)
 {
@@ -49,21 +50,23 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 				  "batch_items", "qd", "chunk_bytes", "epochs", "direct",
 				  "on_error", "order", "shuffle", "no_crc", "seed", "rank",
 				  "world_size", "shard_pad", "pin", "cuda_device",
-				  "views_on_device", NULL };
-	PyObject *direct = NULL, *on_error = NULL, *order = NULL, *pad = NULL, *pin = NULL;
+				  "views_on_device", "handoff", NULL };
+	PyObject *direct = NULL, *on_error = NULL, *order = NULL, *pad = NULL, *pin = NULL,
+		 *handoff = NULL;
 	PmContext *ctx;
 	PmManifest *m;
 	struct pm_stream_opts o;
-	int shuffle = 0, no_crc = 0, d = 0, e = 0, ord = 0, p = 0, pm = 0, dev = -1, on_dev = 0, r;
+	int shuffle = 0, no_crc = 0, d = 0, e = 0, ord = 0, p = 0, pm = 0, dev = -1, on_dev = 0,
+	    h = 0, r;
 	unsigned long long batch_bytes = 0, seed = 0;
 
 	pm_stream_opts_init(&o);
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUip", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipU", kwlist,
 					 &PmContext_Type, &ctx, &PmManifest_Type, &m,
 					 &o.slots, &o.prefetch, &batch_bytes, &o.batch_items,
 					 &o.qd, &o.chunk_bytes, &o.epochs, &direct, &on_error,
 					 &order, &shuffle, &no_crc, &seed, &o.rank,
-					 &o.world_size, &pad, &pin, &dev, &on_dev))
+					 &o.world_size, &pad, &pin, &dev, &on_dev, &handoff))
 		return -1;
 	if (self->s) {
 		PyErr_SetString(PyExc_RuntimeError, "pinmem: Stream is already open");
@@ -73,7 +76,8 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	    choice(on_error, on_error_names, "on_error policy", &e) ||
 	    choice(order, order_names, "order", &ord) ||
 	    choice(pad, pad_names, "shard_pad", &p) ||
-	    choice(pin, pin_names, "pin mode", &pm))
+	    choice(pin, pin_names, "pin mode", &pm) ||
+	    choice(handoff, handoff_names, "handoff", &h))
 		return -1;
 	if (!ctx->ctx || ctx->closing) {
 		PyErr_SetString(PyExc_ValueError, "pinmem: the context is closed");
@@ -90,6 +94,7 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	o.order = (enum pm_order)ord;
 	o.shard_pad = (enum pm_shard_pad)p;
 	o.pin = (enum pm_pin_mode)pm;
+	o.handoff = (enum pm_handoff)h;
 	Py_BEGIN_ALLOW_THREADS
 	r = pm_stream_create(ctx->ctx, m->m, &o, &self->s);
 	Py_END_ALLOW_THREADS
@@ -260,8 +265,24 @@ static int batch_live(PmBatch *self)
 	return 0;
 }
 
+/* Raise for a failed call on a batch: the stream's sentence when it has one. */
+static PyObject *batch_error(PmBatch *self, int r, const char *what)
+{
+	const char *msg = pm_stream_error(self->stream->s);
+	PyObject *exc;
+
+	if (!*msg)
+		return pmpy_raise(self->stream->ctx->ctx, r, what);
+	exc = PyObject_CallFunction(PmError, "is", -r, msg);
+	if (exc) {
+		PyErr_SetObject(PmError, exc);
+		Py_DECREF(exc);
+	}
+	return NULL;
+}
+
 /* The CUDA stream pointer an object names: an int, or anything with .cuda_stream (torch.cuda.Stream). */
-static int stream_ptr(PyObject *obj, void **ptr)
+int pmpy_stream_ptr(PyObject *obj, void **ptr)
 {
 	PyObject *v = obj;
 
@@ -292,33 +313,45 @@ static PyObject *batch_release(PmBatch *self, PyObject *args, PyObject *kw)
 	s = self->stream->s;
 	if (!s || pmpy_check_pid(self->stream->pid, "stream"))
 		return s ? NULL : PyErr_Format(PyExc_ValueError, "pinmem: the stream is closed");
-	if (cuda_stream != Py_None && stream_ptr(cuda_stream, &ptr))
+	if (cuda_stream != Py_None && pmpy_stream_ptr(cuda_stream, &ptr))
 		return NULL;
-#if PMPY_HAVE_RELEASE_ON
-	if (cuda_stream != Py_None)
-		r = pm_stream_release_on(s, self->b, ptr);
-	else
-		r = pm_stream_release(s, self->b);
-#else
-	/*
-	 * This libpinmem has no stream-ordered release: wait on the host for the
-	 * work queued on that stream, then release, which is correct but stalls.
-	 */
-	if (cuda_stream != Py_None && !PyLong_Check(cuda_stream)) {
-		PyObject *res = PyObject_CallMethod(cuda_stream, "synchronize", NULL);
-
-		if (!res)
-			return NULL;
-		Py_DECREF(res);
-	} else if (cuda_stream != Py_None && ptr) {
-		return PyErr_Format(PyExc_NotImplementedError,
-				    "pinmem: this libpinmem has no pm_stream_release_on; pass a stream object with synchronize(), or synchronize and call release()");
-	}
-	r = pm_stream_release(s, self->b);
-#endif
+	r = cuda_stream != Py_None ? pm_stream_release_on(s, self->b, ptr) :
+				     pm_stream_release(s, self->b);
 	if (r < 0)
-		return pmpy_raise(self->stream->ctx->ctx, r, "pm_stream_release");
+		return batch_error(self, r, "pm_stream_release");
 	self->released = true;
+	Py_RETURN_NONE;
+}
+
+int pmpy_batch_wait(PmBatch *self, void *cuda_stream)
+{
+	int r;
+
+	if (batch_live(self))
+		return -1;
+	if (!self->stream->s || pmpy_check_pid(self->stream->pid, "stream")) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_ValueError, "pinmem: the stream is closed");
+		return -1;
+	}
+	r = pm_stream_batch_wait(self->stream->s, self->b, cuda_stream);
+	if (r < 0) {
+		batch_error(self, r, "pm_stream_batch_wait");
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *batch_wait(PmBatch *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "stream", NULL };
+	PyObject *cuda_stream = Py_None;
+	void *ptr = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &cuda_stream) ||
+	    (cuda_stream != Py_None && pmpy_stream_ptr(cuda_stream, &ptr)) ||
+	    pmpy_batch_wait(self, ptr))
+		return NULL;
 	Py_RETURN_NONE;
 }
 
@@ -436,8 +469,14 @@ static PyMethodDef batch_methods[] = {
 	{ "release", (PyCFunction)(void (*)(void))batch_release, METH_VARARGS | METH_KEYWORDS,
 	  "release(stream=None): give the slot back to the ring.  With stream (a\n"
 	  "torch.cuda.Stream or a cudaStream_t as int), the slot is rewritten only after the\n"
-	  "work queued on that stream so far has completed.  Views made before stay mapped\n"
-	  "but will show later batches' bytes; new views and exports raise ValueError." },
+	  "work queued on that stream so far has completed, without blocking the caller.\n"
+	  "Views made before stay mapped but will show later batches' bytes; new views and\n"
+	  "exports raise ValueError." },
+	{ "wait", (PyCFunction)(void (*)(void))batch_wait, METH_VARARGS | METH_KEYWORDS,
+	  "wait(stream=None): make work queued on stream (a torch.cuda.Stream or a cudaStream_t\n"
+	  "as int; None: the legacy default stream) after this call wait for the batch's copy\n"
+	  "to the device (handoff='queued'); nothing to wait for otherwise.  Exporting a device\n"
+	  "view with __dlpack__(stream=...) (torch.from_dlpack does) waits the same way." },
 	{ "item", (PyCFunction)(void (*)(void))batch_item, METH_VARARGS | METH_KEYWORDS,
 	  "item(i, device=False) -> Buffer: item i's bytes in the slot (or the device copy)." },
 	{ "__enter__", batch_enter, METH_NOARGS, NULL },

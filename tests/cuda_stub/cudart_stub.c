@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -374,6 +375,16 @@ API cudaError_t cudaGetDevice(int *device)
 {
 	ENTER_NOCTX(device, NULL, 0, 0);
 	*device = current();
+	return leave(cudaSuccess);
+}
+
+/* Device d sits at PCI bus 0x41 + d, upper case like the runtime's. */
+API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+	ENTER_NOCTX(pciBusId, NULL, (size_t)len, (unsigned int)device);
+	if (device < 0 || device >= st.devices)
+		return leave(cudaErrorInvalidDevice);
+	snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", 0x41 + device);
 	return leave(cudaSuccess);
 }
 

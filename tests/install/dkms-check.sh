@@ -20,9 +20,11 @@ cd "$(dirname "$0")/../.."
 VERSION=${VERSION:-$(cat VERSION)}
 MAKE=${MAKE:-make}
 name=pinmem
+me=dkms-check
 fail() { echo "dkms-check: FAIL: $*" >&2; exit 1; }
 # grep -q would exit at the first match and fail the pipeline (pipefail).
 has() { grep "$@" > /dev/null; }
+. tests/install/dkms-lib.sh
 
 if [ "$(id -u)" != 0 ]; then
 	echo "dkms-check: must run as root (dkms install refuses otherwise)." >&2
@@ -86,7 +88,6 @@ grep -qx "PACKAGE_VERSION=\"$VERSION\"" "$srcdir/dkms.conf" ||
 dkms add "${topt[@]}" "$name/$VERSION"
 added=1
 
-parms=
 for kv in $kernels; do
 	if ! dkms build "${topt[@]}" -j 2 "$name/$VERSION" -k "$kv"; then
 		log=${root}/var/lib/dkms/$name/$VERSION/build/make.log
@@ -100,44 +101,19 @@ for kv in $kernels; do
 	fi
 	ko=$(find "$installtree/$kv/updates/dkms" -name "$name.ko*" 2>/dev/null | head -n 1)
 	[ -n "$ko" ] || fail "dkms install put no $name.ko under $installtree/$kv/updates/dkms"
-	v=$(modinfo -F version "$ko")
-	[ "$v" = "$VERSION" ] || fail "$ko: modinfo version '$v', VERSION says '$VERSION'"
-	magic=$(modinfo -F vermagic "$ko")
-	[ "${magic%% *}" = "$kv" ] || fail "$ko: vermagic '$magic' is not for $kv"
 	if [ -n "$root" ]; then
 		# What `dkms install` runs on a real tree: depmod, then modprobe finds it.
 		cp /lib/modules/"$kv"/modules.order /lib/modules/"$kv"/modules.builtin* \
 			"$installtree/$kv/" 2>/dev/null || true
 		depmod -b "$root" "$kv"
 	fi
-	modprobe -d "${root:-/}" -S "$kv" --show-depends "$name" | has "$name.ko" ||
-		fail "modprobe -S $kv cannot find $name after dkms install"
-	# Parameter names from the kernel_param structs (__param_NAME), which
-	# module_param_cb() makes too; modinfo's parm also lists a
-	# MODULE_PARM_DESC() without a parameter, and parmtype misses _cb ones.
-	case $ko in
-	*.xz) xz -dc "$ko" ;; *.zst) zstd -dc "$ko" ;; *.gz) gzip -dc "$ko" ;; *) cat "$ko" ;;
-	esac > "$tmp/pinmem.ko"
-	parms=$(nm "$tmp/pinmem.ko" | sed -n 's/.* __param_\([a-z0-9_]*\)$/\1/p' | grep -v '^str_')
-	echo "dkms-check: $kv: $ko version $v, signer '$(modinfo -F signer "$ko")'"
+	dkms_check_ko "$ko" "$kv" "$root"
+	echo "dkms-check: $kv: $ko version $VERSION, signer '$(modinfo -F signer "$ko")'"
 done
 
-# AUTOINSTALL=yes: what the kernel's postinst hook runs puts it back.
-dkms uninstall "${topt[@]}" "$name/$VERSION" -k "$kv" > /dev/null
-[ -z "$(find "$installtree/$kv" -name "$name.ko*")" ] || fail "dkms uninstall -k $kv left the module"
-dkms autoinstall "${topt[@]}" -k "$kv" > /dev/null
-[ -n "$(find "$installtree/$kv" -name "$name.ko*")" ] ||
-	fail "dkms autoinstall -k $kv did not reinstall $name (AUTOINSTALL in dkms.conf?)"
-echo "dkms-check: $kv: dkms autoinstall reinstalls it"
-
+dkms_check_autoinstall "$kv" "$installtree" "${topt[@]}"
 # The documented examples in modprobe.d must name real parameters.
-opts=$(sed -n 's/^#[[:space:]]*options[[:space:]]\+pinmem[[:space:]]\+//p' \
-	packaging/modprobe.d/pinmem.conf | tr ' ' '\n' | cut -d= -f1 | sort -u)
-[ -n "$opts" ] || fail "packaging/modprobe.d/pinmem.conf shows no 'options pinmem' example"
-for o in $opts; do
-	printf '%s\n' $parms | has -x "$o" ||
-		fail "modprobe.d/pinmem.conf names '$o', not a parameter of $name.ko ($(echo $parms))"
-done
+dkms_check_modprobe_conf packaging/modprobe.d/pinmem.conf "$ko"
 
 dkms status "${topt[@]}" -m "$name" -v "$VERSION"
 dkms remove "${topt[@]}" "$name/$VERSION" --all

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -266,6 +267,23 @@ int kt_statfile(const char *section, long long id, const char *key, uint64_t *va
 	return -ENOENT;
 }
 
+int kt_statfile_line(const char *name, uint64_t *val)
+{
+	static char buf[1 << 16];
+	size_t len = strlen(name);
+	char *p;
+
+	if (kt_read_file(PINMEM_STATS_PATH, buf, sizeof(buf)) < 0)
+		return -ENOENT;
+	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (!strncmp(p, name, len) && p[len] == ' ') {
+			*val = strtoull(p + len + 1, NULL, 0);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int kt_statfile_version(void)
 {
 	char buf[128];
@@ -510,6 +528,14 @@ int kt_run_as(uid_t uid, uint64_t caps, int (*fn)(void *), void *arg)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+void kt_set_memlock(size_t bytes)
+{
+	struct rlimit rl = { bytes, bytes };
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		kt_bail("setrlimit(RLIMIT_MEMLOCK, %zu): %s", bytes, strerror(errno));
 }
 
 double kt_now(void)

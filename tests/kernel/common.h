@@ -57,6 +57,8 @@ void kt_limits_open(void);
  * "@section <idkey> @id" (user uid N, process pid N).  0 or -ENOENT.
  */
 int kt_statfile(const char *section, long long id, const char *key, uint64_t *val);
+/* The value of a one-value line "@name N" of the stats file; 0 or -ENOENT. */
+int kt_statfile_line(const char *name, uint64_t *val);
 /* The file's first line is "pinmem_stats_version 1". */
 int kt_statfile_version(void);
 
@@ -102,6 +104,9 @@ uint64_t kt_pfn(const void *addr);
 int kt_run_as(uid_t uid, uint64_t caps, int (*fn)(void *), void *arg);
 /* Drop the calling process to @uid with exactly @caps; 0 or -errno. */
 int kt_become(uid_t uid, uint64_t caps);
+
+/* RLIMIT_MEMLOCK soft and hard limit to @bytes; bails out on failure. */
+void kt_set_memlock(size_t bytes);
 
 /* Monotonic seconds. */
 double kt_now(void);

@@ -90,8 +90,14 @@ static int pin_field(int which)
 {
 	struct pinmem_pin p = { .addr = (uintptr_t)buf, .length = PG };
 
-	if (which < 4)
+	if (which < 2)
 		p.reserved[which] = 1;
+	else if (which == 2)
+		p.charged_bytes = 1;
+	else if (which == 3)
+		p.refused = 1;
+	else if (which == 7)
+		p.pad2 = 1;
 	else if (which == 4)
 		p.pad = 1;
 	else if (which == 5)
@@ -115,10 +121,13 @@ static void bad_pin(void)
 	CASE(EINVAL, "PIN address + 2048", pin_raw(b + 2048, PG));
 	CASE(EINVAL, "PIN addr + length wraps", pin_raw(b, -(uint64_t)PG));
 	CASE(EINVAL, "PIN addr + length wraps to 0", pin_raw(b, -(uint64_t)b));
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 2; i++) {
 		snprintf(name, sizeof(name), "PIN reserved[%d] = 1", i);
 		CASE(EINVAL, name, pin_field(i));
 	}
+	CASE(EINVAL, "PIN charged_bytes (out) = 1 on input", pin_field(2));
+	CASE(EINVAL, "PIN refused (out) = 1 on input", pin_field(3));
+	CASE(EINVAL, "PIN pad2 = 1", pin_field(7));
 	CASE(EINVAL, "PIN pad = 1", pin_field(4));
 	CASE(EINVAL, "PIN flags = 1", pin_field(5));
 	CASE(EINVAL, "PIN flags = 0x80000000", pin_field(6));
@@ -255,6 +264,8 @@ static int stats_raw(int which)
 	memset(&s, 0, sizeof(s));
 	if (which == 0)
 		s.flags = 1;
+	else if (which == 99)
+		s.user_locked_bytes = 1;
 	else
 		s.reserved[which - 1] = 1;
 	return kt_ioctl(fd, PINMEM_IOC_STATS, &s);
@@ -280,13 +291,45 @@ static int limits_raw(unsigned long cmd, int which, uint32_t flags)
 	return kt_ioctl(fd, cmd, &l);
 }
 
+/* SET_LIMITS: a field the flags do not select must be zero (ABI 1.1). */
+static int set_limits_field(int which)
+{
+	struct pinmem_limits l = { .flags = PINMEM_LIMIT_SET_GLOBAL,
+				   .global_limit = PINMEM_UNLIMITED };
+
+	switch (which) {
+	case 0: l.default_user_limit = KT_MIB; break;
+	case 1: l.uid = 1000; break;
+	case 2: l.user_limit = KT_MIB; break;
+	case 3: l.user_flags = 1; break;
+	case 4: l.enforce_rlimit = 1; break;
+	case 5: l.flags = PINMEM_LIMIT_CLEAR_USER; l.uid = 1000; l.user_limit = KT_MIB;
+		l.global_limit = 0; break;
+	}
+	return kt_set_limits(fd, &l);
+}
+
+static void bad_set_limits_fields(void)
+{
+	uint64_t global = kt_param("global_limit");
+
+	CASE(EINVAL, "SET_LIMITS global with default_user_limit set", set_limits_field(0));
+	CASE(EINVAL, "SET_LIMITS global with uid set", set_limits_field(1));
+	CASE(EINVAL, "SET_LIMITS global with user_limit set", set_limits_field(2));
+	CASE(EINVAL, "SET_LIMITS global with user_flags set", set_limits_field(3));
+	CASE(EINVAL, "SET_LIMITS global with enforce_rlimit set", set_limits_field(4));
+	CASE(EINVAL, "SET_LIMITS CLEAR_USER with user_limit set", set_limits_field(5));
+	kt_eq(kt_param("global_limit"), global, "SET_LIMITS with ignored fields changed nothing");
+}
+
 static void bad_others(void)
 {
 	char name[64];
 	int i;
 
 	CASE(EINVAL, "STATS flags = 1", stats_raw(0));
-	for (i = 0; i < 7; i++) {
+	CASE(EINVAL, "STATS user_locked_bytes (out) = 1 on input", stats_raw(99));
+	for (i = 0; i < 6; i++) {
 		snprintf(name, sizeof(name), "STATS reserved[%d] = 1", i);
 		CASE(EINVAL, name, stats_raw(i + 1));
 	}
@@ -306,6 +349,7 @@ static void bad_others(void)
 		CASE(EINVAL, name, limits_raw(PINMEM_IOC_SET_LIMITS, i, PINMEM_LIMIT_SET_GLOBAL));
 	}
 	CASE(EFAULT, "SET_LIMITS with NULL argument", kt_ioctl(fd, PINMEM_IOC_SET_LIMITS, NULL));
+	bad_set_limits_fields();
 }
 
 static void bad_commands(void)

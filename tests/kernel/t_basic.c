@@ -95,8 +95,11 @@ static void test_round_trip(int fd)
 	kt_ok(p.segments >= 1 && p.segments <= p.pages, "1 <= segments (%llu) <= pages",
 	      (unsigned long long)p.segments);
 	kt_ok(p.huge_bytes <= LEN, "huge_bytes <= length");
-	kt_ok(!p.reserved[0] && !p.reserved[1] && !p.reserved[2] && !p.reserved[3],
+	kt_ok(!p.reserved[0] && !p.reserved[1] && !p.pad2,
 	      "PIN reserved zero on output");
+	kt_eq(p.refused, 0, "PIN refused 0 on success");
+	kt_ok(p.charged_bytes >= LEN, "PIN charged_bytes %llu >= length",
+	      (unsigned long long)p.charged_bytes);
 	kt_eq(kt_check(buf, LEN, 1), -1, "data written before PIN intact");
 
 	kt_eq(kt_stats(fd, &st), 0, "STATS");

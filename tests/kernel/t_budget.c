@@ -219,14 +219,6 @@ static void test_user(void)
 	close(fd);
 }
 
-static void set_memlock(size_t bytes)
-{
-	struct rlimit rl = { bytes, bytes };
-
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		kt_bail("setrlimit(RLIMIT_MEMLOCK, %zu)", bytes);
-}
-
 /* STATS from a child that lowered its own RLIMIT_MEMLOCK: 0 if it sees @lim. */
 static int child_sees_rlimit(int fd, size_t lim)
 {
@@ -237,7 +229,7 @@ static int child_sees_rlimit(int fd, size_t lim)
 	if (pid < 0)
 		kt_bail("fork: %s", strerror(errno));
 	if (!pid) {
-		set_memlock(lim / 2);
+		kt_set_memlock(lim / 2);
 		_exit(kt_stats(fd, &st) || st.file.limit_bytes != lim);
 	}
 	if (waitpid(pid, &status, 0) != pid)
@@ -253,7 +245,7 @@ static int rlimit_at_limit(void *p)
 	uint64_t h[2];
 	int fd;
 
-	set_memlock(lim);
+	kt_set_memlock(lim);
 	fd = kt_open();
 	fill_to(fd, buf, lim, h, "rlimit");
 	kt_eq(kt_vmpin_kb(0), lim / 1024, "rlimit: VmPin at the limit");
@@ -285,7 +277,7 @@ static int rlimit_shared(void *p)
 	int fd, ring;
 	uint64_t h;
 
-	set_memlock(4 * KT_MIB);
+	kt_set_memlock(4 * KT_MIB);
 	ring = (int)syscall(__NR_io_uring_setup, 4, &params);
 	if (ring < 0)
 		kt_bail("io_uring_setup: %s", strerror(errno));
@@ -311,7 +303,7 @@ static int rlimit_off(void *p)
 	int fd = kt_open();
 	uint64_t h;
 
-	set_memlock(KT_MIB);
+	kt_set_memlock(KT_MIB);
 	kt_eq(kt_pin_handle(fd, buf, 2 * KT_MIB, &h), 0, "enforce_rlimit=0: PIN 2 MiB over a 1 MiB rlimit");
 	kt_eq(kt_vmpin_kb(0), 2048, "enforce_rlimit=0: VmPin still charged");
 	kt_eq(kt_stats(fd, &st), 0, "STATS");
@@ -329,7 +321,7 @@ static int ipc_lock(void *p)
 	int fd = kt_open();
 	uint64_t h[2];
 
-	set_memlock(KT_MIB);
+	kt_set_memlock(KT_MIB);
 	kt_eq(kt_stats(fd, &st), 0, "CAP_IPC_LOCK: STATS");
 	kt_eq(st.file.limit_bytes, PINMEM_UNLIMITED, "CAP_IPC_LOCK: no rlimit in force");
 	fill_to(fd, buf, 4 * KT_MIB, h, "CAP_IPC_LOCK, 4 x rlimit, user limit");
@@ -347,7 +339,7 @@ static int ipc_lock_global(void *p)
 	int fd = kt_open();
 	uint64_t h[2];
 
-	set_memlock(KT_MIB);
+	kt_set_memlock(KT_MIB);
 	fill_to(fd, buf, 2 * KT_MIB, h, "CAP_IPC_LOCK, global limit");
 	expect_refused(fd, buf + 2 * KT_MIB, PG, R_GLOBAL, "CAP_IPC_LOCK: global budget still applies");
 	kt_eq(kt_unpin(fd, h[0]), 0, "UNPIN");

@@ -131,7 +131,7 @@ static void *fuzzer(void *p)
 			if (chance(&r, 5))
 				pin.flags = (uint32_t)rnd(&r);
 			if (chance(&r, 5))
-				pin.reserved[rnd(&r) % 4] = rnd(&r);
+				pin.reserved[rnd(&r) % 2] = rnd(&r);
 			if (chance(&r, 3))
 				pin.pad = 1;
 			ret = kt_ioctl(use, PINMEM_IOC_PIN, &pin);

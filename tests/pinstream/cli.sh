@@ -68,6 +68,15 @@ usage --rank 1 "$f"
 usage --world-size 0 "$f"
 usage --prefetch 9 --slots 4 "$f"
 usage --bogus "$f"
+usage --device x "$f"
+usage --device 5000 "$f"
+# LOCAL_RANK is the device when --device is not given, and must be a number
+n=$((n + 1))
+LOCAL_RANK=zero "$bin" "$f" >"$work/out" 2>"$work/err"
+rc=$?
+if [ "$rc" != 2 ] || ! grep -q "LOCAL_RANK='zero' is not a CUDA device number" "$work/err"; then
+	fail "LOCAL_RANK=zero pinstream -> rc=$rc: $(cat "$work/err")"
+fi
 usage -x "$f"
 usage --manifest m.txt "$f"
 usage --compare --epochs 2 "$f"
@@ -105,6 +114,9 @@ expect 1 'item 0 \(.*f\.bin offset 99990 length 20\): past the end of the file \
 # a real dataset: written, streamed with its crc32c values checked, compared
 expect 0 'wrote 2 files, 8 MiB, [0-9]+ items' --make-dataset "$work/d" --size 8M --files 2 --seed 3
 expect 0 ' 0 failed batches' --manifest "$work/d/manifest.txt" --backend host --no-progress
+# the device asked for (by --device over LOCAL_RANK) is the one reported
+LOCAL_RANK=3 expect 0 '"device":2,' --manifest "$work/d/manifest.txt" --backend host --device 2 --json
+LOCAL_RANK=3 expect 0 '"device":3,' --manifest "$work/d/manifest.txt" --backend host --json
 expect 0 '"failed_batches":0' --manifest "$work/d/manifest.txt" --json --epochs 2 --shuffle --seed 5 --batch-items 3
 if command -v python3 >/dev/null; then
 	n=$((n + 1))

@@ -163,6 +163,8 @@ def test_context_in_forked_child_fails_clearly(ctx):
 
 BUDGET_CHILD = r"""
 import os, resource, sys
+# nobody, without CAP_IPC_LOCK, in the group that may open /dev/pinmem.
+os.setgroups([os.stat("/dev/pinmem").st_gid] if os.path.exists("/dev/pinmem") else [])
 os.setgid(65534); os.setuid(65534)
 resource.setrlimit(resource.RLIMIT_MEMLOCK, (256 * 1024, 256 * 1024))
 import pinmem
@@ -189,6 +191,28 @@ def test_budget_error_carries_the_library_sentence(module, pin):
     assert "RLIMIT_MEMLOCK" in sentence and "ulimit -l" in sentence
     assert "4.0 MiB" in sentence or "4194304" in sentence
     assert lines["LAST"] == sentence
+
+
+@pytest.mark.skipif(not MODULE, reason="needs pinmem.ko (runs in the VM)")
+def test_module_user_budget_refusal():
+    st = pinmem.module_stats()
+    user = st["user"]
+    if user["limit_bytes"] == st["unlimited"] or user["limit_bytes"] - user["pinned_bytes"] > 700 * MiB:
+        pytest.skip("per-user budget too large to exceed in the VM's memory")
+    ask = user["limit_bytes"] - user["pinned_bytes"] + MiB
+    ctx = pinmem.open(module="require")
+    base = pinned_bytes()
+    with pytest.raises(pinmem.BudgetError) as e:
+        ctx.empty(ask, pin="module")
+    assert e.value.budget == "user" and e.value.errno == errno.EDQUOT
+    assert "per-user budget" in e.value.strerror and "in use" in e.value.strerror
+    assert pinmem.module_stats()["user"]["refused_user"] == user["refused_user"] + 1
+    assert pinned_bytes() == base                # nothing left pinned by the refusal
+
+
+def test_module_stats_without_module_is_an_oserror(tmp_path):
+    with pytest.raises(OSError):
+        pinmem.module_stats(device=str(tmp_path / "none"))
 
 
 def test_crc32c():

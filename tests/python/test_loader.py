@@ -160,6 +160,21 @@ def test_batch_bigger_than_a_slot():
     ok.close()
 
 
+def test_every_batch_failing_raises_the_first_and_frees_the_ring():
+    class AllBad(Images):
+        def __getitem__(self, i):
+            raise KeyError("no sample %d" % i)
+    base = pinned_bytes()
+    loader = pt.DataLoader(AllBad(), batch_size=4, num_workers=2, module=MODULE_MODE)
+    with pytest.raises(KeyError) as e:
+        next(iter(loader))
+    assert "no sample 0" in str(e.value)             # batch 0's error, not a later batch's
+    loader.close()                                   # other batches' stored errors do not break it
+    del loader, e
+    gc.collect()
+    assert pinned_bytes() == base
+
+
 def test_worker_exception_is_raised_with_its_traceback():
     class Bad(Images):
         def __getitem__(self, i):

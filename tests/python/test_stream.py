@@ -164,6 +164,34 @@ def test_device_copy_views(data_files):
                 assert bytes(memoryview(b.item(0, device=False))) == want[b.items[0][0]]
 
 
+@pytest.mark.parametrize("handoff", ["copied", "queued"])
+def test_handoff_and_stream_ordered_release(data_files, handoff):
+    """The host backend runs the GPU hand-off's calls: wait, then release against a stream."""
+    want = file_bytes(data_files)
+    s = pinmem.Stream(data_files, batch_items=3, device="host", handoff=handoff,
+                      module=MODULE_MODE)
+    n = 0
+    for b in s:
+        b.wait(0)                             # the legacy default stream, as torch's would be
+        for it, v in zip(b.items, b.views):
+            assert bytes(memoryview(v)) == want[it[0]]
+        b.release(stream=0)                   # reused after the work on stream 0
+        assert b.released
+        n += b.nitems
+    assert n == 10
+    with pytest.raises(ValueError, match="unknown handoff"):
+        iter(pinmem.Stream(data_files, handoff="later", module=MODULE_MODE))
+
+
+def test_host_handoff_without_device(data_files):
+    s = pinmem.Stream(data_files, batch_items=5, module=MODULE_MODE)
+    for b in s:
+        assert b.dev is None
+        assert all(v.__dlpack_device__() == (1, 0) for v in b.views)
+        b.release(stream=0)
+    assert s.stats()["pin"] in ("module", "mlock")
+
+
 def test_bad_device():
     with pytest.raises(ValueError, match="device must be"):
         pinmem.Stream(["x"], device="tpu:0")

@@ -8,4 +8,4 @@
 cd /pinmem-py/tests || exit 1
 export PINMEM_TEST_MODULE=1 HOME=/tmp PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH=/pinmem-py/lib:/usr/lib/python3/dist-packages
-exec /usr/bin/python3 -S -m pytest -q -rs -p no:cacheprovider .
+exec /usr/bin/python3 -S -m pytest -q -rs --color=no -p no:cacheprovider .

@@ -38,11 +38,13 @@ PY
 ); do
 	cp -rL "$dist/$m" "$out$dist/"
 done
+# numpy's own test suites are a third of it.
+find "$out$dist" -type d -name tests -prune -exec rm -rf {} +
 cp -rL "$pkg/pinmem" "$out/pinmem-py/lib/"
 cp tests/python/*.py "$out/pinmem-py/tests/"
 # Every shared library any of it loads, at the same path.
 find "$out" -name '*.so*' -type f | { echo "$py"; cat; } | xargs ldd 2>/dev/null |
-	awk '/=> \// { print $3 } /^[ \t]*\// { print $1 }' | sort -u |
+	awk '/=> \// { print $3; next } /^[ \t]+\// { print $1 }' | sort -u |
 	while read -r lib; do
 		mkdir -p "$out$(dirname "$lib")"
 		cp -L "$lib" "$out$lib"

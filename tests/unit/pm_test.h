@@ -38,6 +38,8 @@ struct fake_sys {
 	struct pinmem_version ver;
 	int version_err;
 	int pin_err;			/* forced PIN result when != 0 */
+	uint32_t pin_reason;		/* pinmem_pin.refused written with it */
+	uint64_t user_locked;		/* STATS user_locked_bytes */
 	uint64_t global_used, global_limit;
 	uint64_t user_used, user_limit;
 	uint64_t rlimit_used, rlimit_limit;
@@ -87,20 +89,27 @@ static inline int fake_pin(struct pinmem_pin *p)
 {
 	if (p->flags || p->pad || !p->length || p->addr % 4096 || p->length % 4096)
 		return -EINVAL;
+	/* A module of ABI 1.0 writes no reason. */
+	bool why = fake.ver.abi_minor >= 1;
+
 	if (fake.pin_err) {
 		fake.refused_fault++;
+		p->refused = fake.pin_reason;
 		return fake.pin_err;
 	}
 	if (fake_over(fake.global_used, fake.global_limit, p->length)) {
 		fake.refused_global++;
+		p->refused = why ? PINMEM_REFUSED_GLOBAL : 0;
 		return -PINMEM_ERR_GLOBAL;
 	}
 	if (fake_over(fake.user_used, fake.user_limit, p->length)) {
 		fake.refused_user++;
+		p->refused = why ? PINMEM_REFUSED_USER : 0;
 		return -PINMEM_ERR_USER;
 	}
 	if (fake_over(fake.rlimit_used, fake.rlimit_limit, p->length)) {
 		fake.refused_rlimit++;
+		p->refused = why ? PINMEM_REFUSED_RLIMIT : 0;
 		return -PINMEM_ERR_RLIMIT;
 	}
 	assert_true(fake.regions < FAKE_REGIONS);
@@ -166,6 +175,8 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 		st->file.refused_rlimit = fake.refused_rlimit;
 		st->file.refused_fault = fake.refused_fault;
 		st->mm_pinned_bytes = fake.rlimit_used;
+		st->user_locked_bytes = fake.user_locked;
+		st->file.regions = (uint64_t)fake.regions;
 		return 0;
 	}
 	return -ENOTTY;

@@ -96,6 +96,21 @@ static void rm_root(const char *root)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Write text to root + path, making the directories. */
+static void put(const char *root, const char *path, const char *text)
+{
+	char full[256], cmd[300];
+	FILE *f;
+
+	snprintf(full, sizeof(full), "%s%s", root, path);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", full);
+	assert_int_equal(system(cmd), 0);
+	f = fopen(full, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
 static int open_auto(struct pm_ctx **ctx, const char *root, const char *lib,
 		     char *err, size_t len)
 {
@@ -120,6 +135,8 @@ static void auto_without_gpu_uses_host(void **state)
 	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
+	assert_int_equal(in.cuda_device, -1);
+	assert_int_equal(in.gpu_numa_node, -1);
 	snprintf(note, sizeof(note),
 		 "no CUDA device (device 0 asked for); no NVIDIA GPU here (no entries in %s/proc/driver/nvidia/gpus, no %s/dev/nvidia0), so copies go to host memory",
 		 root, root);
@@ -345,6 +362,60 @@ static void failed_record_leaves_no_copy_running(void **state)
 	pm_close(ctx);
 }
 
+/*
+ * Slots for device 1 go on device 1's NUMA node, read from its PCI device in
+ * sysfs (a tree of the test's: node 0, the node this machine has); an
+ * unknown node leaves them unplaced with a note; an explicit node wins, a
+ * node that does not exist is refused.
+ */
+static void numa_placement(void **state)
+{
+	static struct pm_sys_ops ops;
+	struct pm_open_opts o = { .backend = PM_BACKEND_CUDA, .cuda_device = 1 };
+	struct pm_buf_opts bo = { 0 };
+	char *root = probe_root(1);
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+
+	stub_reset(2, 0);
+	o.cuda_library = stub_path;
+	ops = fake_ops;
+	ops.root = root;
+	put(root, "/sys/bus/pci/devices/0000:42:00.0/numa_node", "0\n");
+	put(root, "/sys/devices/system/node/node0/cpulist", "0\n");
+	assert_int_equal(pm_open_sys(&ctx, &o, &ops), 0);
+	{
+		struct pm_ctx_info in;
+
+		assert_int_equal(pm_ctx_info(ctx, &in), 0);
+		assert_int_equal(in.cuda_device, 1);
+		assert_int_equal(in.gpu_numa_node, 0);
+	}
+	assert_int_equal(pm_buf_alloc(ctx, 4 * MiB, NULL, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), 0);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	bo.numa = PM_NUMA_NONE;
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, &bo, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), -1);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	bo.numa = PM_NUMA_NODE(1000);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, &bo, &b), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "NUMA node 1000: mbind"));
+	pm_close(ctx);
+
+	/* firmware that does not say (numa_node -1): not placed, and the note says why */
+	put(root, "/sys/bus/pci/devices/0000:42:00.0/numa_node", "-1\n");
+	assert_int_equal(pm_open_sys(&ctx, &o, &ops), 0);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), -1);
+	assert_non_null(strstr(pm_buf_note(b), "the GPU's NUMA node is unknown"));
+	bo.numa = PM_NUMA_NODE(0);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, &bo, &b), 0);
+	assert_int_equal(pm_buf_numa_node(b), 0);
+	pm_close(ctx);
+	rm_root(root);
+}
+
 /* Pinned first, then registered; unregistered first, then unpinned. */
 static void registration_order(void **state)
 {
@@ -545,6 +616,7 @@ int main(void)
 		cmocka_unit_test_setup(teardown_order, setup),
 		cmocka_unit_test_setup(device_guard_on_every_thread, setup),
 		cmocka_unit_test_setup(failed_record_leaves_no_copy_running, setup),
+		cmocka_unit_test_setup(numa_placement, setup),
 	};
 	void *h;
 	int r;

@@ -16,6 +16,7 @@
 
 #include "pinmem.h"
 #include "buf.h"
+#include "numa.h"
 #include "pm_test.h"
 
 static int setup(void **state)
@@ -71,7 +72,10 @@ static void bad_arguments(void **state)
 	assert_int_equal(pm_buf_alloc(ctx, 4096, &o, &b), -EINVAL);
 	assert_string_equal(pm_ctx_last_error(ctx), "pm_buf_alloc: reserved options must be zero");
 	o.reserved[3] = 0;
-	o.pad = 1;
+	o.numa = PM_NUMA_NODE(PM_NUMA_MAX);
+	assert_int_equal(pm_buf_alloc(ctx, 4096, &o, &b), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "NUMA choice"));
+	o.numa = PM_NUMA_NODE(0);	/* caller-owned memory is never moved */
 	assert_int_equal(pm_buf_pin_inplace(ctx, &o, 4096, &o, &b), -EINVAL);
 	assert_int_equal(pm_buf_alloc(ctx, 4096, NULL, NULL), -EINVAL);
 	assert_int_equal(pm_buf_alloc(NULL, 4096, NULL, &b), -EINVAL);

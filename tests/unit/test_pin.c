@@ -109,13 +109,34 @@ static void other_module_errors_fail(void **state)
 	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -EFAULT);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 MiB through /dev/pinmem failed: Bad address");
-	/* ENOMEM that no budget counted (the kernel ran out while pinning). */
+	/* ENOMEM the module says was its own memory, not RLIMIT_MEMLOCK (ABI 1.1). */
+	fake.pin_err = -ENOMEM;
+	fake.pin_reason = PINMEM_REFUSED_KMEM;
+	fake.rlimit_limit = 64 * MiB;
+	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)");
+	assert_int_equal(fake.mlocks, 0);
+	pm_close(ctx);
+}
+
+/* A module of ABI 1.0 writes no reason: the refusal counters tell. */
+static void abi_1_0_enomem_by_counters(void **state)
+{
+	struct pm_ctx *ctx;
+
+	fake.ver.abi_minor = 0;
+	ctx = fake_ctx(0, PM_BACKEND_HOST);
 	fake.pin_err = -ENOMEM;
 	fake.rlimit_limit = 64 * MiB;
 	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -ENOMEM);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 MiB through /dev/pinmem failed: Cannot allocate memory (no budget refused it)");
-	assert_int_equal(fake.mlocks, 0);
+	fake.pin_err = 0;
+	fake.rlimit_used = 64 * MiB;
+	alloc_fails(ctx, 1 * MiB, PM_PIN_AUTO, 0, -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB would exceed RLIMIT_MEMLOCK: 64.0 of 64.0 MiB in use; raise it with ulimit -l");
 	pm_close(ctx);
 }
 
@@ -226,6 +247,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(module_pin, setup),
 		cmocka_unit_test_setup(budget_refusals_are_errors, setup),
+		cmocka_unit_test_setup(abi_1_0_enomem_by_counters, setup),
 		cmocka_unit_test_setup(unpinnable_mapping_steps_down, setup),
 		cmocka_unit_test_setup(other_module_errors_fail, setup),
 		cmocka_unit_test_setup(no_module, setup),

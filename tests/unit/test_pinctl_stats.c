@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,12 +77,41 @@ static void full_file(void **state)
 	assert_int_equal(snap.procs[0].mm_pinned_bytes, 120);
 }
 
+/* Process lines hidden from an unprivileged reader: counted and said. */
+static void hidden_processes(void **state)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_int_equal(parse(HEAD "hidden_processes 3\n"
+		"process pid 42 uid 1000 comm python3 regions 2 pinned_bytes 100 mm_pinned_bytes 120\n"), 0);
+	assert_int_equal(snap.hidden_procs, 3);
+	f = open_memstream(&text, &len);
+	pctl_render_text(f, &snap, -1);
+	fclose(f);
+	assert_non_null(strstr(text, "(3 more of other users or other pid namespaces are hidden from you; "
+				     "run as root to see them: sudo pinctl status)"));
+	free(text);
+	pctl_snapshot_free(&snap);
+	memset(&snap, 0, sizeof(snap));
+	assert_int_equal(parse(HEAD "hidden_processes 0\n"), 0);
+	assert_int_equal(snap.hidden_procs, 0);
+	f = open_memstream(&text, &len);
+	pctl_render_text(f, &snap, -1);
+	fclose(f);
+	assert_null(strstr(text, "hidden"));
+	assert_non_null(strstr(text, "(no process holds pinmem regions)"));
+	free(text);
+}
+
 /* Defaults when a line is missing: no limit, RLIMIT enforcement unknown. */
 static void defaults(void **state)
 {
 	assert_int_equal(parse(HEAD), 0);
 	assert_int_equal(snap.global.limit_bytes, PCTL_UNLIMITED);
 	assert_int_equal(snap.default_user_limit, PCTL_UNLIMITED);
+	assert_int_equal(snap.hidden_procs, -1);
 	assert_int_equal(snap.enforce_rlimit, -1);
 	assert_int_equal(snap.nr_users, 0);
 	assert_int_equal(snap.nr_procs, 0);
@@ -212,6 +242,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(full_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(hidden_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(tolerant, setup, teardown),
 		cmocka_unit_test_setup_teardown(other_major_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(malformed, setup, teardown),

@@ -37,7 +37,7 @@ static void user_budget(void **state)
 {
 	fake.user_used = 61 * GiB / 2;
 	fake.user_limit = 32 * GiB;
-	assert_int_equal(pm_refuse_module(ctx, -EDQUOT, 8 * GiB, NULL), -EDQUOT);
+	assert_int_equal(pm_refuse_module(ctx, -EDQUOT, 8 * GiB, NULL, 0), -EDQUOT);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 GiB would exceed the per-user budget: 30.5 of 32.0 GiB in use");
 }
@@ -46,7 +46,7 @@ static void global_budget(void **state)
 {
 	fake.global_used = 90 * GiB;
 	fake.global_limit = 94 * GiB;
-	assert_int_equal(pm_refuse_module(ctx, -ENOSPC, 8 * GiB, NULL), -ENOSPC);
+	assert_int_equal(pm_refuse_module(ctx, -ENOSPC, 8 * GiB, NULL, 0), -ENOSPC);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 GiB would exceed the global budget: 90.0 of 94.0 GiB in use");
 }
@@ -55,7 +55,7 @@ static void rlimit_budget(void **state)
 {
 	fake.rlimit_used = 60 * MiB;
 	fake.rlimit_limit = 64 * MiB;
-	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 8 * MiB, NULL), -ENOMEM);
+	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 8 * MiB, NULL, 0), -ENOMEM);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 MiB would exceed RLIMIT_MEMLOCK: 60.0 of 64.0 MiB in use; raise it with ulimit -l");
 }
@@ -64,7 +64,7 @@ static void units_differ(void **state)
 {
 	fake.user_used = 12 * MiB;
 	fake.user_limit = 32 * GiB;
-	pm_refuse_module(ctx, -EDQUOT, 40 * GiB, NULL);
+	pm_refuse_module(ctx, -EDQUOT, 40 * GiB, NULL, 0);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 40.0 GiB would exceed the per-user budget: 12.0 MiB of 32.0 GiB in use");
 }
@@ -74,18 +74,18 @@ static void numbers_moved(void **state)
 {
 	fake.user_used = 1 * GiB;
 	fake.user_limit = 32 * GiB;
-	pm_refuse_module(ctx, -EDQUOT, 1 * GiB, NULL);
+	pm_refuse_module(ctx, -EDQUOT, 1 * GiB, NULL, 0);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 GiB was refused by the per-user budget (now 1.0 of 32.0 GiB in use)");
 	fake.global_used = 5 * GiB;
-	pm_refuse_module(ctx, -ENOSPC, 1 * GiB, NULL);
+	pm_refuse_module(ctx, -ENOSPC, 1 * GiB, NULL, 0);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 GiB was refused by the global budget (unlimited, 5.0 GiB in use)");
 }
 
 static void other_module_error(void **state)
 {
-	assert_int_equal(pm_refuse_module(ctx, -EFAULT, 8 * GiB, NULL), -EFAULT);
+	assert_int_equal(pm_refuse_module(ctx, -EFAULT, 8 * GiB, NULL, 0), -EFAULT);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 8.0 GiB through /dev/pinmem failed: Bad address");
 }
@@ -97,14 +97,39 @@ static void enomem_without_budget_refusal(void **state)
 
 	memset(&before, 0, sizeof(before));
 	fake.rlimit_limit = 64 * MiB;
-	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 1 * MiB, &before), -ENOMEM);
+	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 1 * MiB, &before, 0), -ENOMEM);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 MiB through /dev/pinmem failed: Cannot allocate memory (no budget refused it)");
 	fake.refused_rlimit = 1;
 	fake.rlimit_used = 64 * MiB;
-	pm_refuse_module(ctx, -ENOMEM, 1 * MiB, &before);
+	pm_refuse_module(ctx, -ENOMEM, 1 * MiB, &before, 0);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 1.0 MiB would exceed RLIMIT_MEMLOCK: 64.0 of 64.0 MiB in use; raise it with ulimit -l");
+}
+
+/* ABI 1.1: the reason written back names the budget; no counters needed. */
+static void reason_names_budget(void **state)
+{
+	fake.rlimit_limit = 64 * MiB;
+	fake.rlimit_used = 64 * MiB;
+	assert_int_equal(pm_refuse_module(ctx, -ENOMEM, 1 * MiB, NULL, PINMEM_REFUSED_RLIMIT), -ENOMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 1.0 MiB would exceed RLIMIT_MEMLOCK: 64.0 of 64.0 MiB in use; raise it with ulimit -l");
+	fake.user_locked = 63 * MiB;
+	fake.rlimit_used = 0;
+	pm_refuse_module(ctx, -ENOMEM, 2 * MiB, NULL, PINMEM_REFUSED_RLIMIT_USER);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 2.0 MiB would exceed RLIMIT_MEMLOCK (counted for all processes of this user, io_uring buffers included): 63.0 of 64.0 MiB in use; raise it with ulimit -l or release pins elsewhere");
+	pm_refuse_module(ctx, -ENOMEM, 2 * MiB, NULL, PINMEM_REFUSED_KMEM);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 2.0 MiB through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)");
+	assert_int_equal(pm_refuse_module(ctx, -EMFILE, 4096, NULL, PINMEM_REFUSED_REGIONS_FILE), -EMFILE);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 4.0 KiB was refused: this context holds as many regions as the module allows (max_regions_per_file); pin fewer, larger buffers");
+	/* A reason that is no budget: the errno, even if it looks like one. */
+	pm_refuse_module(ctx, -ENOMEM, 4096, NULL, PINMEM_REFUSED_MAPPING);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 4.0 KiB through /dev/pinmem failed: Cannot allocate memory");
 }
 
 static void mlock_rlimit(void **state)
@@ -146,6 +171,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(numbers_moved, setup, teardown),
 		cmocka_unit_test_setup_teardown(other_module_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(enomem_without_budget_refusal, setup, teardown),
+		cmocka_unit_test_setup_teardown(reason_names_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(mlock_rlimit, setup, teardown),
 		cmocka_unit_test_setup_teardown(mlock_other_error, setup, teardown),
 	};

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -679,7 +680,11 @@ static void handoff_stream(enum pm_backend_kind be, enum pm_handoff mode)
 	o.slots = 3;
 	o.batch_bytes = 256 << 10;
 	o.handoff = mode;
+	o.numa = mode == PM_HANDOFF_HOST ? PM_NUMA_NODE(0) : PM_NUMA_AUTO;
 	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.gpu_numa_node, -1);	/* no GPU */
+	assert_int_equal(st.numa_node, mode == PM_HANDOFF_HOST ? 0 : -1);
 	while (!pm_stream_next(s, &b) && b) {
 		assert_int_equal(pm_stream_batch_wait(s, b, &fake_stream), 0);
 		if (mode == PM_HANDOFF_HOST || be == PM_BACKEND_NONE)
@@ -715,6 +720,113 @@ static void test_handoff_modes(void **state)
 	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_QUEUED);
 	handoff_stream(PM_BACKEND_HOST, PM_HANDOFF_HOST);
 	handoff_stream(PM_BACKEND_NONE, PM_HANDOFF_QUEUED);
+}
+
+/* VmRSS of this process, KiB. */
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	long v = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Whether p lies in a mapping of this process. */
+static bool mapped(const void *p)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned long a, b, x = (unsigned long)p;
+	char line[512];
+	bool in = false;
+
+	while (f && !in && fgets(line, sizeof(line), f))
+		in = sscanf(line, "%lx-%lx", &a, &b) == 2 && x >= a && x < b;
+	if (f)
+		fclose(f);
+	return in;
+}
+
+/*
+ * A DataLoader forks its workers after the stream exists.  The child gets no
+ * slot mappings (MADV_DONTFORK: its RSS is lower than the parent's by the
+ * slots, nothing copied), the stream and context fail there with -ECHILD and
+ * a sentence, destroying them there touches nothing of the parent's, and
+ * memory the caller pinned in place (a shared ring the workers write) stays
+ * shared.  The parent streams on unharmed.
+ */
+static void test_fork_after_create(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(150, 7, 60000);
+	const size_t slot = 4 << 20, slots = 6, ring_len = 1 << 20;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_buf *ring_buf;
+	unsigned char *ring;
+	long parent_rss;
+	int status, n = 1;
+	pid_t pid;
+
+	pm_stream_opts_init(&o);
+	o.slots = slots;
+	o.batch_bytes = slot;
+	o.batch_items = 10;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_non_null(b);
+	check_batch(m, b);
+	ring = mmap(NULL, ring_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(ring != MAP_FAILED);
+	assert_int_equal(pm_buf_pin_inplace(ctx, ring, ring_len, NULL, &ring_buf), 0);
+	parent_rss = rss_kib();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct pm_batch *b2;
+		struct pm_buf *nb;
+		int code = 0;
+
+		if (parent_rss - rss_kib() < (long)(slot * slots / 1024) * 9 / 10)
+			code |= 1;	/* the slots came along */
+		if (mapped(b->host))
+			code |= 2;
+		if (pm_stream_next(s, &b2) != -ECHILD ||
+		    !strstr(pm_stream_error(s), "forked from it"))
+			code |= 4;
+		if (pm_stream_release(s, b) != -ECHILD ||
+		    pm_stream_release_on(s, b, NULL) != -ECHILD)
+			code |= 8;
+		if (pm_buf_alloc(ctx, 4096, NULL, &nb) != -ECHILD ||
+		    !strstr(pm_ctx_last_error(ctx), "open a new context in this process"))
+			code |= 16;
+		if (!mapped(ring))
+			code |= 32;
+		ring[0] = 0x5a;		/* a worker writing its batch */
+		pm_stream_destroy(s);
+		pm_close(ctx);
+		_exit(code);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fail_msg("forked child: check bits %#x failed (1 RSS, 2 slot mapped, 4 next, 8 release, 16 alloc, 32 ring)",
+			 WEXITSTATUS(status));
+	assert_int_equal(ring[0], 0x5a);
+	/* the parent goes on as if nothing happened */
+	check_batch(m, b);
+	assert_int_equal(pm_stream_release(s, b), 0);
+	n += consume(s, m, NULL, NULL, NULL);
+	assert_true(n > 3);
+	assert_int_equal(pm_buf_free(ctx, ring_buf), 0);
+	munmap(ring, ring_len);
+	finish(ctx, m, s);
 }
 
 static void test_stats_stalls(void **state)
@@ -1353,6 +1465,49 @@ static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
 }
 
 /*
+ * PM_HANDOFF_QUEUED hands a batch over before its copy finished: a copy that
+ * fails later (an asynchronous CUDA error, seen by cudaEventQuery) stops the
+ * stream with that error instead of passing unnoticed.
+ */
+static void test_cuda_queued_copy_fails_late(void **state)
+{
+	struct pm_manifest *m = random_items(200, 29, 40000);
+	cudastub_fail_fn *fail_call;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct stub st;
+	int ret, n = 0;
+
+	stub_open(&st, 1);
+	*(void **)&fail_call = dlsym(st.h, "cudastub_fail");
+	assert_non_null(fail_call);
+	ctx = stub_ctx(0);
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_bytes = 64 << 10;
+	o.handoff = PM_HANDOFF_QUEUED;
+	s = stream_ok(ctx, m, &o);
+	for (int k = 0; k < 8; k++)	/* from the 3rd query on, every one fails */
+		fail_call("cudaEventQuery", 3 + k, cudaErrorIllegalAddress);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	assert_int_equal(ret, -EIO);
+	assert_non_null(strstr(pm_stream_error(s), "failed after it was handed over"));
+	assert_non_null(strstr(pm_stream_error(s), "cudaErrorIllegalAddress"));
+	assert_int_equal(pm_stream_next(s, &b), -EIO);	/* sticky */
+	print_message("copy failure reported after %d batches\n", n);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
  * Release against the consumer's stream: zero overwritten reads in every
  * hand-off mode.  A plain release in the same loop lets the next copy (or,
  * in HOST mode, the next read) overwrite batches the kernel has not read
@@ -1397,6 +1552,7 @@ int main(void)
 		cmocka_unit_test(test_held_batch_untouched),
 		cmocka_unit_test(test_all_slots_held),
 		cmocka_unit_test(test_handoff_modes),
+		cmocka_unit_test(test_fork_after_create),
 		cmocka_unit_test(test_stats_stalls),
 		cmocka_unit_test(test_crc),
 		cmocka_unit_test(test_missing_file),
@@ -1411,6 +1567,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_stub),
 		cmocka_unit_test(test_cuda_device1),
 		cmocka_unit_test(test_cuda_consumer_race),
+		cmocka_unit_test(test_cuda_queued_copy_fails_late),
 #endif
 	};
 

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pinmem large folios: what a pin keeps allocated is charged, once per file.
+ *
+ * A pinned folio can be neither split nor freed, so a PIN of one 4 KiB page
+ * of a 2 MiB THP or hugetlb page keeps all 2 MiB allocated, also after the
+ * range is unmapped.  Each open file keeps the large folios it holds pins in,
+ * with the number of its pinned pages in each: the folio is charged whole
+ * when the count leaves zero and un-charged when it returns to zero, as
+ * io_uring charges a huge page once for all buffers of a ring
+ * (headpage_already_acct()).  Base pages are charged one by one.
+ *
+ * The tree is guarded by pinmem_file.lock; its nodes come from a cache
+ * charged to the memory cgroup and are counted in the file's kmem_bytes.
+ */
+#include <linux/mm.h>
+#include <linux/rbtree.h>
+#include <linux/slab.h>
+
+#include "folio.h"
+#include "region.h"
+
+/**
+ * struct pinmem_folio_ref - a large folio a file holds pins in
+ * @node: entry in pinmem_file.folios, by @pfn
+ * @pfn: the folio's first frame
+ * @pages: pages of the folio
+ * @pinned: pages of it this file holds pinned (regions may overlap)
+ */
+struct pinmem_folio_ref {
+	struct rb_node node;
+	unsigned long pfn;
+	unsigned long pages;
+	unsigned long pinned;
+};
+
+static struct kmem_cache *pinmem_folio_cache;
+
+/**
+ * pinmem_folio_init() - create the cache of folio references
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int pinmem_folio_init(void)
+{
+	pinmem_folio_cache = KMEM_CACHE(pinmem_folio_ref, SLAB_ACCOUNT);
+	return pinmem_folio_cache ? 0 : -ENOMEM;
+}
+
+/** pinmem_folio_exit() - destroy the cache; every file is gone */
+void pinmem_folio_exit(void)
+{
+	kmem_cache_destroy(pinmem_folio_cache);
+}
+
+/**
+ * pinmem_folio_ref_bytes() - kernel memory of one folio reference
+ *
+ * Return: the cache's object size.
+ */
+u64 pinmem_folio_ref_bytes(void)
+{
+	return kmem_cache_size(pinmem_folio_cache);
+}
+
+/* The reference of the folio at @pfn, or where to link a new one. */
+static struct pinmem_folio_ref *pinmem_folio_find(struct rb_root *root,
+						  unsigned long pfn,
+						  struct rb_node ***link,
+						  struct rb_node **parent)
+{
+	struct rb_node **p = &root->rb_node;
+	struct pinmem_folio_ref *ref;
+
+	*parent = NULL;
+	while (*p) {
+		ref = rb_entry(*p, struct pinmem_folio_ref, node);
+		if (pfn == ref->pfn)
+			return ref;
+		*parent = *p;
+		p = pfn < ref->pfn ? &(*p)->rb_left : &(*p)->rb_right;
+	}
+	*link = p;
+	return NULL;
+}
+
+/**
+ * struct pinmem_folio_walk - state of one add or remove walk over a region
+ * @fs: the file's folios
+ * @charge: bytes the walk charged (add) or un-charged (remove)
+ * @kmem: kernel bytes the walk allocated (add) or freed (remove)
+ * @left: pages still to walk; a failed add undoes only what it added
+ */
+struct pinmem_folio_walk {
+	struct pinmem_folios *fs;
+	u64 charge;
+	s64 kmem;
+	unsigned long left;
+};
+
+static int pinmem_folio_add_one(void *arg, unsigned long folio_pfn,
+				unsigned long folio_pages, unsigned long pfn,
+				unsigned long n)
+{
+	struct pinmem_folio_walk *w = arg;
+	struct pinmem_folio_ref *ref;
+	struct rb_node **link, *parent;
+
+	if (folio_pages == 1) {
+		w->charge += n << PAGE_SHIFT;
+		w->left -= n;
+		return 0;
+	}
+	ref = pinmem_folio_find(&w->fs->root, folio_pfn, &link, &parent);
+	if (!ref) {
+		ref = kmem_cache_alloc(pinmem_folio_cache, GFP_KERNEL_ACCOUNT);
+		if (!ref)
+			return -ENOMEM;
+		ref->pfn = folio_pfn;
+		ref->pages = folio_pages;
+		ref->pinned = 0;
+		rb_link_node(&ref->node, parent, link);
+		rb_insert_color(&ref->node, &w->fs->root);
+		w->fs->bytes += (u64)folio_pages << PAGE_SHIFT;
+		w->charge += (u64)folio_pages << PAGE_SHIFT;
+		w->kmem += pinmem_folio_ref_bytes();
+	}
+	ref->pinned += n;
+	w->left -= n;
+	return 0;
+}
+
+static int pinmem_folio_del_one(void *arg, unsigned long folio_pfn,
+				unsigned long folio_pages, unsigned long pfn,
+				unsigned long n)
+{
+	struct pinmem_folio_walk *w = arg;
+	struct pinmem_folio_ref *ref;
+	struct rb_node **link, *parent;
+
+	if (!w->left)
+		return 1;
+	n = min(n, w->left);
+	w->left -= n;
+	if (folio_pages == 1) {
+		w->charge += n << PAGE_SHIFT;
+		return 0;
+	}
+	ref = pinmem_folio_find(&w->fs->root, folio_pfn, &link, &parent);
+	if (WARN_ON_ONCE(!ref || ref->pinned < n))
+		return 0;
+	ref->pinned -= n;
+	if (!ref->pinned) {
+		rb_erase(&ref->node, &w->fs->root);
+		kmem_cache_free(pinmem_folio_cache, ref);
+		w->fs->bytes -= (u64)folio_pages << PAGE_SHIFT;
+		w->charge += (u64)folio_pages << PAGE_SHIFT;
+		w->kmem -= pinmem_folio_ref_bytes();
+	}
+	return 0;
+}
+
+/**
+ * pinmem_folio_remove() - drop the pins of @r from @fs
+ * @fs: the file's folios; the file's lock is held
+ * @r: a region counted by pinmem_folio_add(), still pinned
+ * @kmem: out: kernel bytes freed, as a negative number
+ *
+ * Return: the bytes to un-charge: @r's base pages and every large folio the
+ * file no longer holds any pin in.
+ */
+u64 pinmem_folio_remove(struct pinmem_folios *fs, struct pinmem_region *r,
+			s64 *kmem)
+{
+	struct pinmem_folio_walk w = { .fs = fs, .left = r->pinned };
+
+	pinmem_region_for_each(r, pinmem_folio_del_one, &w);
+	*kmem = w.kmem;
+	return w.charge;
+}
+
+/**
+ * pinmem_folio_add() - count the pins of @r in @fs
+ * @fs: the file's folios; the file's lock is held
+ * @r: a fully pinned region
+ * @charge: out: the bytes to charge: @r's base pages and every large folio
+ *	the file held no pin in before
+ * @kmem: out: kernel bytes allocated
+ *
+ * Return: 0, or -ENOMEM with @fs unchanged.
+ */
+int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
+		     u64 *charge, s64 *kmem)
+{
+	struct pinmem_folio_walk w = { .fs = fs, .left = r->pinned };
+	int ret;
+
+	ret = pinmem_region_for_each(r, pinmem_folio_add_one, &w);
+	if (ret) {
+		/* Undo the pages added before the failure, nothing more. */
+		struct pinmem_folio_walk undo = {
+			.fs = fs, .left = r->pinned - w.left,
+		};
+
+		pinmem_region_for_each(r, pinmem_folio_del_one, &undo);
+		WARN_ON_ONCE(w.kmem + undo.kmem);
+		return ret;
+	}
+	*charge = w.charge;
+	*kmem = w.kmem;
+	return 0;
+}
