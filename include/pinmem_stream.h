@@ -157,6 +157,11 @@ enum pm_order {
  * item); PAD repeats items from the start of the epoch's order so every rank
  * gets the same count (DistributedSampler, drop_last=False); DROP drops the
  * tail so every rank gets the same count (drop_last=True).
+ *
+ * Whatever the item sizes, every rank gets the same number of batches per
+ * epoch (DDP hangs otherwise): a rank that packs into fewer batches splits
+ * its fullest ones, and under EXACT a rank with one item less than needed
+ * repeats its first item of the epoch.
  */
 enum pm_shard_pad {
 	PM_SHARD_EXACT = 0,

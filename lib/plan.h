@@ -29,6 +29,12 @@ struct pm_plan {
 	uint64_t *order;	/* item indices of the current epoch, this rank */
 	size_t count;		/* entries of order */
 	uint64_t *perm;		/* scratch: the whole epoch's permutation */
+	/* equal steps (world > 1, after pm_plan_packing): batch k is order[bounds[k] .. bounds[k + 1]) */
+	const uint32_t *align;
+	uint64_t slot_bytes;
+	uint32_t max_items;
+	size_t *bounds;
+	size_t nbatches;
 };
 
 /* Items a rank gets per epoch out of n. */
@@ -37,7 +43,14 @@ size_t pm_plan_rank_count(size_t n, uint32_t rank, uint32_t world,
 int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
 		 uint32_t world, enum pm_shard_pad pad, bool shuffle,
 		 uint64_t seed);
-/* Compute p->order and p->count for epoch. */
+/*
+ * How batches are packed (the stream's slot size, item limit and the files'
+ * alignments): from now on, with world > 1, each epoch's batches are cut so
+ * that every rank gets the same number.  -ENOMEM.
+ */
+int pm_plan_packing(struct pm_plan *p, const uint32_t *align, uint64_t slot_bytes,
+		    uint32_t max_items);
+/* Compute p->order and p->count for epoch (and its batch bounds, see pm_plan_packing). */
 int pm_plan_epoch(struct pm_plan *p, uint32_t epoch);
 void pm_plan_free(struct pm_plan *p);
 

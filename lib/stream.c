@@ -1158,6 +1158,12 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		ret = check_items_fit(s);
 	if (ret)
 		goto fail;
+	/* several ranks: the same number of batches on each, now that slots are sized */
+	if (pm_plan_packing(&s->plan, s->fs.align, s->slot_bytes, s->o.batch_items) ||
+	    pm_plan_epoch(&s->plan, 0)) {
+		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for the plan's batches");
+		goto fail;
+	}
 
 	s->nslots = s->o.slots;
 	bo.pin = s->o.pin;
