@@ -199,6 +199,12 @@ struct pm_stream_opts {
 	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
 	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
 	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
+	/*
+	 * Room to grow: new options are carved out of it, so a program built
+	 * against this header keeps working with a later library.  Must be
+	 * zero (pm_stream_opts_init zeroes it): -EINVAL otherwise.
+	 */
+	uint64_t reserved[8];
 };
 
 /* One item of a delivered batch. */
@@ -265,6 +271,7 @@ struct pm_stream_stats {
 	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint64_t total_items;	/* items this rank will see over all epochs */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
+	uint64_t reserved[16];	/* room for new counters; zero */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */

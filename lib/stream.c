@@ -1019,6 +1019,11 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST)
 		return pm_ctx_error(ctx, -EINVAL,
 				    "unknown direct, on_error, order, shard_pad or handoff value");
+	for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
+		if (o->reserved[i])
+			return pm_ctx_error(ctx, -EINVAL,
+					    "pm_stream_opts: reserved options must be zero (a program built for a newer libpinmem than %s?)",
+					    pm_version());
 	return 0;
 }
 
