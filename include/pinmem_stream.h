@@ -180,7 +180,7 @@ enum pm_handoff {
 struct pm_stream_opts {
 	uint32_t slots;		/* ring slots [4] */
 	uint32_t prefetch;	/* most batches read ahead of the consumer [slots] */
-	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or enough for batch_items of the largest items] */
+	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or with batch_items the largest batch this rank's plan makes] */
 	uint32_t batch_items;	/* most items per batch [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */

@@ -307,3 +307,39 @@ uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *ali
 	free(fp);
 	return sum;
 }
+
+/* Epochs x items beyond which the slot is sized by the bound instead (setup stays short). */
+#define EXACT_SLOT_WORK (64ULL << 20)
+
+uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
+				  uint32_t max_items, uint32_t epochs)
+{
+	uint32_t scan = p->shuffle ? epochs : 1;
+	uint64_t most = 0;
+
+	if ((uint64_t)scan * p->m->n > EXACT_SLOT_WORK)
+		return pm_plan_slot_for_items(p->m, align, max_items);
+	for (uint32_t e = 0; e < scan; e++) {
+		pm_plan_epoch(p, e);
+		for (size_t pos = 0; pos < p->count; pos += max_items) {
+			uint64_t sum = 0;
+			size_t k;
+
+			for (k = 0; k < max_items && pos + k < p->count; k++) {
+				const struct pm_mitem *it = &p->m->items[p->order[pos + k]];
+
+				sum += pm_plan_footprint(it, align[it->path_id]);
+			}
+			/* equal steps may append the epoch's first item to a short last batch */
+			if (k < max_items && p->world > 1) {
+				const struct pm_mitem *it = &p->m->items[p->order[0]];
+
+				sum += pm_plan_footprint(it, align[it->path_id]);
+			}
+			if (sum > most)
+				most = sum;
+		}
+	}
+	pm_plan_epoch(p, 0);
+	return most;
+}

@@ -69,6 +69,14 @@ uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align);
  */
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
 		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span);
+/*
+ * Smallest slot that holds every batch of max_items items this rank's plan
+ * makes over epochs (each epoch's order; one when not shuffled), or, when
+ * that is too much work (epochs x items over 64 Mi), any max_items items.
+ * Leaves the plan at epoch 0.
+ */
+uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
+				  uint32_t max_items, uint32_t epochs);
 /* Smallest slot that holds any max_items items (sum of the largest footprints). */
 uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *align,
 				uint32_t max_items);

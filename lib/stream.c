@@ -1036,7 +1036,9 @@ static int size_slots(struct pm_stream *s)
 	if (o->batch_bytes) {
 		s->slot_bytes = o->batch_bytes;
 	} else if (o->batch_items) {
-		s->slot_bytes = pm_plan_slot_for_items(s->m, s->fs.align, o->batch_items);
+		/* the largest batch that comes up, not batch_items of the largest items */
+		s->slot_bytes = pm_plan_slot_for_batches(&s->plan, s->fs.align, o->batch_items,
+							 o->epochs);
 		if (!s->slot_bytes)
 			return pm_ctx_error(s->ctx, -ENOMEM, "no memory to size the slots");
 	} else {

@@ -371,6 +371,52 @@ static void test_equal_steps(void **state)
 	pm_manifest_destroy(m);
 }
 
+/*
+ * Fixed item-count batches: the slot holds the largest batch the plan makes,
+ * not batch_items of the dataset's largest items.  Every 10th item is large:
+ * batches of 10 hold one each, shuffled ones a few; the old bound was 10.
+ */
+static void test_slot_for_batches(void **state)
+{
+	struct pm_manifest *m;
+	uint32_t align[1] = { 0 };
+	uint64_t fp_big = 10000 + 63, fp_small = 100 + 63, bound, got;
+	struct pm_plan p;
+
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(pm_manifest_add(m, "/a", (uint64_t)i * 10000,
+						 i % 10 ? 100 : 10000, false, 0, NULL, 0), 0);
+	bound = pm_plan_slot_for_items(m, align, 10);
+	assert_int_equal(bound, 10 * fp_big);
+	assert_int_equal(pm_plan_init(&p, m, 0, 1, PM_SHARD_EXACT, false, 0), 0);
+	assert_int_equal(pm_plan_slot_for_batches(&p, align, 10, 5), fp_big + 9 * fp_small);
+	pm_plan_free(&p);
+
+	/* shuffled: every batch of every epoch fits, and far below the bound */
+	for (uint32_t world = 1; world <= 3; world += 2) {
+		assert_int_equal(pm_plan_init(&p, m, world - 1, world, PM_SHARD_EXACT, true, 4), 0);
+		assert_int_equal(pm_plan_packing(&p, align, UINT64_MAX, 10), 0);
+		got = pm_plan_slot_for_batches(&p, align, 10, 3);
+		assert_true(got < bound / 2);
+		for (uint32_t e = 0; e < 3; e++) {
+			size_t k;
+			uint64_t span;
+
+			assert_int_equal(pm_plan_epoch(&p, e), 0);
+			for (size_t pos = 0; pos < p.count; pos += k) {
+				k = pm_plan_batch(&p, pos, align, got, 10, &span);
+				assert_true(k > 0);
+				/* a batch cut short by the slot would break fixed counts */
+				assert_true(k == 10 || pos + k == p.count ||
+					    (world > 1 && k >= 5));
+			}
+		}
+		pm_plan_free(&p);
+	}
+	pm_manifest_destroy(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_place),
 		cmocka_unit_test(test_batches),
 		cmocka_unit_test(test_equal_steps),
+		cmocka_unit_test(test_slot_for_batches),
 		cmocka_unit_test(test_hist),
 	};
 
