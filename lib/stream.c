@@ -913,7 +913,7 @@ int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda
 		}
 	}
 	pthread_mutex_lock(&s->lock);
-	if (sl->rel_ev)		/* cannot happen: a held batch's copy consumed it */
+	if (sl->rel_ev)		/* cannot happen: the slot was read into only after it passed */
 		pm_event_release(s->ctx, sl->rel_ev);
 	sl->rel_ev = ev;
 	s->held--;
