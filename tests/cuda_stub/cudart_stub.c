@@ -91,10 +91,15 @@ static struct {
 	.primary = { { 0 }, { 1 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 }, { 7 } },
 };
 
-/* This thread's runtime device and pushed driver contexts. */
-static __thread int t_dev;
-static __thread int t_stack[STACK_MAX], t_depth;
-static __thread unsigned long t_generation;
+/*
+ * This thread's runtime device and pushed driver contexts.  Static TLS
+ * (initial-exec, a few dozen bytes of glibc's surplus): LeakSanitizer's
+ * exit scan crashes on the dynamic TLS of a dlopen'ed library.
+ */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+static TLS int t_dev;
+static TLS int t_stack[STACK_MAX], t_depth;
+static TLS unsigned long t_generation;
 
 static int *current_slot(void)
 {
