@@ -53,7 +53,9 @@ class Stream:
     Release each batch (batch.release(), "with batch:", or
     batch.release(stream=torch.cuda.current_stream()) once its GPU work is
     queued: the slot is rewritten only after that work, and the caller never
-    blocks) so its slot can be refilled; a released batch's views must not be
+    blocks) so its slot can be refilled ("with batch:" and garbage collection
+    release a device batch after the work queued on the stream its view was
+    exported to, else the legacy default stream); a released batch's views must not be
     read: new exports raise ValueError, tensors made before still map the
     slot but see later batches' bytes.
 

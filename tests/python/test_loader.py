@@ -433,10 +433,37 @@ def test_dataloader_arguments_are_checked():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_device_batches_equal_host_batches():
-    want, = both(Images(), batch_size=4, num_workers=2)[:1]
-    loader = pt.DataLoader(Images(), batch_size=4, num_workers=2, device="cuda",
+    """Device batches kept without a host synchronisation per batch, the loader closed
+    (ring unpinned) before anything is read back: every copy must have been ordered
+    before its slot was refilled and before the ring went (M9)."""
+    want, = both(Images(n=200), batch_size=4, num_workers=2)[:1]
+    loader = pt.DataLoader(Images(n=200), batch_size=4, num_workers=2, device="cuda",
                            module=MODULE_MODE)
-    got = [(x.cpu(), y.cpu()) for x, y in loader]
-    assert all(equal(list(w), list(g)) for w, g in zip(want, got))
-    assert collections.Counter(x.device.type for x, _ in loader) == {"cuda": 10}
+    got = []
+    for x, y in loader:
+        torch.cuda._sleep(1000000)           # a slow "training step" on the current stream
+        got.append((x, y))
     loader.close()
+    del loader
+    torch.cuda.synchronize()
+    assert len(got) == len(want) == 50
+    assert all(equal(list(w), [g.cpu() for g in gg]) for w, gg in zip(want, got))
+    assert {x.device.type for x, _ in got} == {"cuda"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_host_batches_copied_by_the_caller_are_not_overwritten():
+    """device=None, x.cuda(non_blocking=True) queued behind slow work, then x dropped:
+    the slot must not be refilled before that copy ran (H1)."""
+    want, = both(Images(n=200), batch_size=4, num_workers=2)[:1]
+    torch.cuda.init()
+    loader = pt.DataLoader(Images(n=200), batch_size=4, num_workers=2, slots=3,
+                           module=MODULE_MODE)
+    got = []
+    for x, y in loader:
+        torch.cuda._sleep(2000000)           # the copy below runs long after this loop moved on
+        got.append(x.cuda(non_blocking=True))
+        del x, y
+    loader.close()
+    torch.cuda.synchronize()
+    assert all(torch.equal(w[0], g.cpu()) for w, g in zip(want, got))
