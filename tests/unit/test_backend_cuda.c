@@ -8,6 +8,7 @@
  * failed event record that leaves no copy running, the CUDA error codes
  * turned into errno and sentences, and teardown.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@ static cudastub_hold_fn *stub_hold;
 static cudastub_complete_fn *stub_complete;
 static cudastub_mark_fn *stub_mark;
 static cudastub_log_at_fn *stub_log_at;
+static cudastub_log_count_fn *stub_log_count;
 static cudastub_find_fn *stub_find;
 static cudastub_count_fn *stub_count;
 static __typeof__(cudaGetDevice) *rt_get_device;
@@ -277,6 +279,27 @@ static void dev_free_failure_keeps_memory(void **state)
 	assert_int_equal(stub_count("allocs"), 0);
 	assert_int_equal(pm_dev_free(ctx, dev), -EINVAL);
 	pm_close(ctx);
+	assert_int_equal(stub_count("retained0"), 0);
+}
+
+/*
+ * Teardown when the context cannot be pushed: no CUDA call on whatever the
+ * thread has current, the host bookkeeping is freed anyway (LeakSanitizer in
+ * unit-check-asan), and the primary context is released.
+ */
+static void teardown_without_guard(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	void *dev;
+	int i;
+
+	assert_int_equal(pm_dev_alloc(ctx, 4096, &dev), 0);
+	assert_int_equal(pm_dev_alloc(ctx, 4096, &dev), 0);
+	stub_fail("cuCtxPushCurrent_v2", 1, CUDA_ERROR_INVALID_CONTEXT);
+	i = stub_log_count();
+	pm_close(ctx);
+	for (; stub_log_at(i); i++)
+		assert_string_not_equal(stub_log_at(i)->fn, "cudaFree");
 	assert_int_equal(stub_count("retained0"), 0);
 }
 
@@ -695,6 +718,7 @@ int main(void)
 		cmocka_unit_test_setup(auto_names_the_cuda_error, setup),
 		cmocka_unit_test_setup(no_driver_guard_fails, setup),
 		cmocka_unit_test_setup(dev_free_failure_keeps_memory, setup),
+		cmocka_unit_test_setup(teardown_without_guard, setup),
 		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
 		cmocka_unit_test_setup(library_from_environment, setup),
 		cmocka_unit_test_setup(stream_on_chosen_device, setup),
@@ -727,6 +751,7 @@ int main(void)
 	LOAD(stub_complete, "cudastub_complete");
 	LOAD(stub_mark, "cudastub_mark");
 	LOAD(stub_log_at, "cudastub_log_at");
+	LOAD(stub_log_count, "cudastub_log_count");
 	LOAD(stub_find, "cudastub_find");
 	LOAD(stub_count, "cudastub_count");
 	LOAD(rt_get_device, "cudaGetDevice");
