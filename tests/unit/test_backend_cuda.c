@@ -31,6 +31,12 @@ static cudastub_find_fn *stub_find;
 static cudastub_count_fn *stub_count;
 static __typeof__(cudaGetDevice) *rt_get_device;
 static __typeof__(cudaSetDevice) *rt_set_device;
+static __typeof__(cudaStreamCreateWithFlags) *rt_stream_create;
+static __typeof__(cudaStreamSynchronize) *rt_stream_sync;
+static __typeof__(cudaStreamDestroy) *rt_stream_destroy;
+static __typeof__(cudaMalloc) *rt_malloc;
+static __typeof__(cudaFree) *rt_free;
+static __typeof__(cudaMemcpyAsync) *rt_memcpy_async;
 
 static void mark(const char *what)
 {
@@ -301,6 +307,36 @@ static void teardown_without_guard(void **state)
 	for (; stub_log_at(i); i++)
 		assert_string_not_equal(stub_log_at(i)->fn, "cudaFree");
 	assert_int_equal(stub_count("retained0"), 0);
+}
+
+/*
+ * Buffers are registered Portable: a consumer on another device (its own
+ * context) copies from them as pinned memory, which the runtime allows only
+ * for Portable registrations (the stand-in counts other copies as pageable).
+ */
+static void buffers_pinned_for_every_device(void **state)
+{
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+	cudaStream_t cs;
+	char err[256] = "";
+	void *dev;
+
+	stub_reset(2, 0);
+	if (open_cuda(&ctx, PM_BACKEND_CUDA, 0, err, sizeof(err)))
+		fail_msg("pm_open: %s", err);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	assert_int_equal(rt_set_device(1), cudaSuccess);
+	assert_int_equal(rt_stream_create(&cs, cudaStreamNonBlocking), cudaSuccess);
+	assert_int_equal(rt_malloc(&dev, 1 * MiB), cudaSuccess);
+	assert_int_equal(rt_memcpy_async(dev, pm_buf_ptr(b), 1 * MiB, cudaMemcpyHostToDevice, cs),
+			 cudaSuccess);
+	assert_int_equal(rt_stream_sync(cs), cudaSuccess);
+	assert_int_equal(stub_count("unregistered_copies"), 0);
+	assert_int_equal(rt_free(dev), cudaSuccess);
+	assert_int_equal(rt_stream_destroy(cs), cudaSuccess);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	pm_close(ctx);
 }
 
 static void explicit_cuda_fails_clearly(void **state)
@@ -719,6 +755,7 @@ int main(void)
 		cmocka_unit_test_setup(no_driver_guard_fails, setup),
 		cmocka_unit_test_setup(dev_free_failure_keeps_memory, setup),
 		cmocka_unit_test_setup(teardown_without_guard, setup),
+		cmocka_unit_test_setup(buffers_pinned_for_every_device, setup),
 		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
 		cmocka_unit_test_setup(library_from_environment, setup),
 		cmocka_unit_test_setup(stream_on_chosen_device, setup),
@@ -756,6 +793,12 @@ int main(void)
 	LOAD(stub_count, "cudastub_count");
 	LOAD(rt_get_device, "cudaGetDevice");
 	LOAD(rt_set_device, "cudaSetDevice");
+	LOAD(rt_stream_create, "cudaStreamCreateWithFlags");
+	LOAD(rt_stream_sync, "cudaStreamSynchronize");
+	LOAD(rt_stream_destroy, "cudaStreamDestroy");
+	LOAD(rt_malloc, "cudaMalloc");
+	LOAD(rt_free, "cudaFree");
+	LOAD(rt_memcpy_async, "cudaMemcpyAsync");
 	r = cmocka_run_group_tests(tests, NULL, NULL);
 	stub_reset(0, 0);
 	dlclose(h);
