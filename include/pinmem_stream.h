@@ -108,6 +108,20 @@ PM_API int pm_manifest_parse(struct pm_manifest *m, const char *text,
 /* Append the items of a manifest file (see the format above).  One thread. */
 PM_API int pm_manifest_load(struct pm_manifest *m, const char *path,
 			    char *err, size_t errlen);
+/*
+ * Append one item per regular member of a tar archive (POSIX ustar, GNU
+ * long names and base-256 sizes, pax path/size records), read in place by
+ * offset from the archive.  Members are grouped into samples by WebDataset
+ * key (the member's path up to the first dot of its file name): one
+ * sample's members are consecutive items sharing pm_manifest_sample().
+ * Empty members and archives add no items.  A bad archive (truncated, corrupt header checksum, a member past the end,
+ * an unreadable size) is -EINVAL with a sentence naming the archive and the
+ * header's offset, and adds nothing.  One thread.
+ */
+PM_API int pm_manifest_add_tar(struct pm_manifest *m, const char *path,
+			       char *err, size_t errlen);
+/* Sample number of item i (items not from a tar are a sample each); -ERANGE when out of range.  Any thread. */
+PM_API int64_t pm_manifest_sample(const struct pm_manifest *m, size_t i);
 /* Number of items.  Any thread. */
 PM_API size_t pm_manifest_count(const struct pm_manifest *m);
 /* Sum of item lengths.  Any thread. */
@@ -148,6 +162,11 @@ enum pm_order {
  * item); PAD repeats items from the start of the epoch's order so every rank
  * gets the same count (DistributedSampler, drop_last=False); DROP drops the
  * tail so every rank gets the same count (drop_last=True).
+ *
+ * Whatever the item sizes, every rank gets the same number of batches per
+ * epoch (DDP hangs otherwise): a rank that packs into fewer batches splits
+ * its fullest ones, and under EXACT a rank with one item less than needed
+ * repeats its first item of the epoch.
  */
 enum pm_shard_pad {
 	PM_SHARD_EXACT = 0,
@@ -166,7 +185,7 @@ enum pm_handoff {
 struct pm_stream_opts {
 	uint32_t slots;		/* ring slots [4] */
 	uint32_t prefetch;	/* most batches read ahead of the consumer [slots] */
-	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or enough for batch_items of the largest items] */
+	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or with batch_items the largest batch this rank's plan makes] */
 	uint32_t batch_items;	/* most items per batch [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */
@@ -185,6 +204,12 @@ struct pm_stream_opts {
 	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
 	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
 	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
+	/*
+	 * Room to grow: new options are carved out of it, so a program built
+	 * against this header keeps working with a later library.  Must be
+	 * zero (pm_stream_opts_init zeroes it): -EINVAL otherwise.
+	 */
+	uint64_t reserved[8];
 };
 
 /* One item of a delivered batch. */
@@ -249,9 +274,9 @@ struct pm_stream_stats {
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
 	uint64_t total_items;	/* items this rank will see over all epochs */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
-	/* new fields go last */
 	int32_t numa_node;	/* NUMA node of the slots' first page, -1 when not placed */
 	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
+	uint64_t reserved[16];	/* room for new counters; zero */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */

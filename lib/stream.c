@@ -1021,6 +1021,11 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST)
 		return pm_ctx_error(ctx, -EINVAL,
 				    "unknown direct, on_error, order, shard_pad or handoff value");
+	for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
+		if (o->reserved[i])
+			return pm_ctx_error(ctx, -EINVAL,
+					    "pm_stream_opts: reserved options must be zero (a program built for a newer libpinmem than %s?)",
+					    pm_version());
 	return 0;
 }
 
@@ -1033,7 +1038,9 @@ static int size_slots(struct pm_stream *s)
 	if (o->batch_bytes) {
 		s->slot_bytes = o->batch_bytes;
 	} else if (o->batch_items) {
-		s->slot_bytes = pm_plan_slot_for_items(s->m, s->fs.align, o->batch_items);
+		/* the largest batch that comes up, not batch_items of the largest items */
+		s->slot_bytes = pm_plan_slot_for_batches(&s->plan, s->fs.align, o->batch_items,
+							 o->epochs);
 		if (!s->slot_bytes)
 			return pm_ctx_error(s->ctx, -ENOMEM, "no memory to size the slots");
 	} else {
@@ -1160,6 +1167,12 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		ret = check_items_fit(s);
 	if (ret)
 		goto fail;
+	/* several ranks: the same number of batches on each, now that slots are sized */
+	if (pm_plan_packing(&s->plan, s->fs.align, s->slot_bytes, s->o.batch_items) ||
+	    pm_plan_epoch(&s->plan, 0)) {
+		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for the plan's batches");
+		goto fail;
+	}
 
 	s->nslots = s->o.slots;
 	bo.pin = s->o.pin;
