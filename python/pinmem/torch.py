@@ -24,10 +24,11 @@ for a free slot; hold all of them and it raises instead of hanging).
 
 Without a device the ring is still CUDA-registered, so the usual
 `x = x.cuda(non_blocking=True)` is an asynchronous copy that reads the slot
-after the host tensor is dropped.  So when CUDA is initialised, dropping the
-last tensor of a batch records a CUDA event on the current stream, and the
-slot goes back to the workers only once that event completed: queue the copy
-on the current stream (or make it wait for yours) before dropping the batch.
+after the host tensor is dropped.  So when CUDA is initialised, a slot whose
+tensors are gone is fenced: before reusing it the loader records a CUDA event
+on the current stream and the slot goes back to the workers only once that
+event completed: queue the copy on the current stream (or make it wait for
+yours) before dropping the batch.
 
 A batch bigger than a slot is delivered anyway, by the ordinary unpinned
 path (the worker sends it through shared memory, as torch's DataLoader
