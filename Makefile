@@ -11,7 +11,7 @@ O ?= build
 CFLAGS ?= -O2 -g
 PM_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -fvisibility=hidden \
-	-D_GNU_SOURCE -DPINMEM_VERSION=\"$(VERSION)\" -Iinclude -Ilib
+	-D_GNU_SOURCE -DPINMEM_VERSION=\"$(VERSION)\" -Iinclude -Ilib -Ilib/stream
 PM_LDLIBS := -pthread
 
 # Steps of `make check`, in order; each mk file appends its own.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# pinctl: $(O)/pinctl from tools/pinctl*.c (it needs neither libpinmem nor
+# pinctl: $(O)/pinctl from tools/pinctl/pinctl*.c (it needs neither libpinmem nor
 # liburing: the ioctl ABI header and libc are enough), its golden-output
 # check, the objects its unit tests link, and its VM test.
 #
@@ -7,7 +7,7 @@
 # (tests/kernel/pinctl_vm.c, a static program that is also pinctl when
 # called by that name) link them.
 
-PINCTL_SRCS := $(sort $(filter-out tools/pinctl_main.c,$(wildcard tools/pinctl*.c)))
+PINCTL_SRCS := $(sort $(filter-out tools/pinctl/pinctl_main.c,$(wildcard tools/pinctl/pinctl*.c)))
 PINCTL_OBJS := $(PINCTL_SRCS:%.c=$(O)/%.o)
 PINCTL_LDLIBS := -ldl
 
@@ -15,13 +15,13 @@ PINCTL_LDLIBS := -ldl
 all: pinctl
 pinctl: $(O)/pinctl
 
-$(PINCTL_OBJS) $(O)/tools/pinctl_main.o: $(O)/%.o: %.c
+$(PINCTL_OBJS) $(O)/tools/pinctl/pinctl_main.o: $(O)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(PM_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
--include $(PINCTL_OBJS:.o=.d) $(O)/tools/pinctl_main.d
+-include $(PINCTL_OBJS:.o=.d) $(O)/tools/pinctl/pinctl_main.d
 
-$(O)/pinctl: $(O)/tools/pinctl_main.o $(PINCTL_OBJS)
+$(O)/pinctl: $(O)/tools/pinctl/pinctl_main.o $(PINCTL_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PINCTL_LDLIBS)
 
 # Golden outputs (text, JSON, Prometheus) from the recorded trees under
@@ -41,8 +41,8 @@ CHECK_STEPS += pinctl-check pinctl-check-asan
 
 # Unit tests (mk/30-unit.mk builds tests/unit/test_*.c and links
 # UNIT_EXTRA_<name>).
-UNIT_EXTRA_test_pinctl_size := $(O)/tools/pinctl_size.o
-UNIT_EXTRA_test_pinctl_json := $(O)/tools/pinctl_json.o
+UNIT_EXTRA_test_pinctl_size := $(O)/tools/pinctl/pinctl_size.o
+UNIT_EXTRA_test_pinctl_json := $(O)/tools/pinctl/pinctl_json.o
 UNIT_EXTRA_test_pinctl_stats := $(PINCTL_OBJS)
 UNIT_EXTRA_test_pinctl_limits := $(PINCTL_OBJS)
 
@@ -51,5 +51,5 @@ UNIT_EXTRA_test_pinctl_limits := $(PINCTL_OBJS)
 $(O)/tests/kernel/pinctl_vm: tests/kernel/pinctl_vm.c $(O)/tests/kernel/common.o \
 		tests/kernel/common.h $(PINCTL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PM_CFLAGS) -Itests/kernel -Itools -static -o $@ $< \
+	$(CC) $(CFLAGS) $(PM_CFLAGS) -Itests/kernel -Itools/pinctl -static -o $@ $< \
 		$(O)/tests/kernel/common.o $(PINCTL_OBJS) $(PINCTL_LDLIBS) -pthread

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-# pinstream: $(O)/pinstream from tools/pinstream*.c, linked with
-# $(O)/libpinmem.a (and pinctl's size parser/formatter, tools/pinctl_size.c);
+# pinstream: $(O)/pinstream from tools/pinstream/pinstream*.c, linked with
+# $(O)/libpinmem.a (and pinctl's size parser/formatter, tools/pinctl/pinctl_size.c);
 # `make demo`; the benchmarks in bench/; the stream test in the VM.
 
-PINSTREAM_SRCS := $(sort $(wildcard tools/pinstream*.c))
+PINSTREAM_SRCS := $(sort $(wildcard tools/pinstream/pinstream*.c))
 PINSTREAM_OBJS := $(PINSTREAM_SRCS:%.c=$(O)/%.o)
 
 .PHONY: pinstream demo bench-fio bench-gpu-check pinstream-check
@@ -16,7 +16,7 @@ $(PINSTREAM_OBJS): $(O)/%.o: %.c
 
 -include $(PINSTREAM_OBJS:.o=.d)
 
-$(O)/pinstream: $(PINSTREAM_OBJS) $(O)/tools/pinctl_size.o $(LIBPINMEM_A)
+$(O)/pinstream: $(PINSTREAM_OBJS) $(O)/tools/pinctl/pinctl_size.o $(LIBPINMEM_A)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PM_LDLIBS)
 
 # A synthetic dataset in a temporary directory on the checkout's file system

@@ -109,7 +109,7 @@ dkms-uninstall-src:
 
 # PM_CFLAGS carries -DPINMEM_VERSION from VERSION, so a version bump must
 # rebuild what is compiled with it (kbuild notices its own flags change).
-$(LIB_OBJS) $(PINCTL_OBJS) $(O)/tools/pinctl_main.o $(PINSTREAM_OBJS): VERSION
+$(LIB_OBJS) $(PINCTL_OBJS) $(O)/tools/pinctl/pinctl_main.o $(PINSTREAM_OBJS): VERSION
 
 # One version everywhere: VERSION -> module, library, tools, dkms.conf,
 # pinmem.pc.  The modules `make kmod` built are checked when present

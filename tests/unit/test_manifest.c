@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/manifest.c and lib/crc32c.c: the manifest text format line by line,
+ * lib/stream/manifest.c and lib/stream/crc32c.c: the manifest text format line by line,
  * every malformed line (with its line number, leaving the manifest as it
  * was), whole files cut into items, and crc32c against known values.
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/manifest_tar.c: archives written by GNU tar in its gnu, pax and ustar
+ * lib/stream/manifest_tar.c: archives written by GNU tar in its gnu, pax and ustar
  * formats index into items whose bytes are the members' (read back from the
  * archive by offset); WebDataset keys group members into samples; headers
  * made here cover base-256 sizes; truncated and corrupt archives are refused

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* tools/pinctl_json.c: the JSON writer's structure and string escaping. */
+/* tools/pinctl/pinctl_json.c: the JSON writer's structure and string escaping. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "../../tools/pinctl.h"
+#include "../../tools/pinctl/pinctl.h"
 
 struct mem {
 	char *buf;

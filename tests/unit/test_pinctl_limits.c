@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/pinctl_limits.c, `pinctl limits set`: everything is checked before
+ * tools/pinctl/pinctl_limits.c, `pinctl limits set`: everything is checked before
  * the first ioctl, the global/default/rlimit/first-user changes share one
  * SET_LIMITS, each further user gets its own, and a failure part way says
  * exactly what was applied.  ioctl() is replaced by a recorder below (the
@@ -21,7 +21,7 @@
 
 #include <linux/types.h>
 #include "uapi/pinmem.h"
-#include "../../tools/pinctl.h"
+#include "../../tools/pinctl/pinctl.h"
 
 #define GiB (1ULL << 30)
 #define MAX_CALLS 16

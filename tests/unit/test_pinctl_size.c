@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* tools/pinctl_size.c: sizes as operators type them and as pinctl prints them. */
+/* tools/pinctl/pinctl_size.c: sizes as operators type them and as pinctl prints them. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "../../tools/pinctl.h"
+#include "../../tools/pinctl/pinctl.h"
 
 #define KiB (1ULL << 10)
 #define MiB (1ULL << 20)

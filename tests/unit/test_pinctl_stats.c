@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/pinctl_statsfile.c: the stats file parser, tolerant of what a newer
+ * tools/pinctl/pinctl_statsfile.c: the stats file parser, tolerant of what a newer
  * compatible module adds and strict about what it cannot read; and
- * tools/pinctl_prom.c's label escaping.
+ * tools/pinctl/pinctl_prom.c's label escaping.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "../../tools/pinctl.h"
+#include "../../tools/pinctl/pinctl.h"
 
 #define HEAD "pinmem_stats_version 1\nabi 1.0\n"
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/plan.c: epoch order (identity, seeded shuffle), sharding by rank
+ * lib/stream/plan.c: epoch order (identity, seeded shuffle), sharding by rank
  * (exact / pad / drop) and packing into slot-sized batches with O_DIRECT
- * alignment; lib/stream_hist.c percentiles.
+ * alignment; lib/stream/stream_hist.c percentiles.
  */
 #include <errno.h>
 #include <setjmp.h>

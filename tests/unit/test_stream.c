@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/stream.c and lib/reader.c: every delivered byte equals the file's, in
+ * lib/stream/stream.c and lib/stream/reader.c: every delivered byte equals the file's, in
  * every mode (buffered, O_DIRECT, chunked, shuffled, sharded, epochs, as
  * completed), slots are never reused under a batch the consumer holds, and
  * every bad input (missing files, items past the end, files that shrink,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/stream_files.c: a dataset of more files than the open-files limit
+ * lib/stream/stream_files.c: a dataset of more files than the open-files limit
  * allows streams, every byte right, with files opened by the reads into a
  * bounded table of direct descriptors (no file descriptor used while
  * streaming); files that share a table entry, items split into chunks,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/reader.c: what a completion means.  Short reads continue where they
+ * lib/stream/reader.c: what a completion means.  Short reads continue where they
  * stopped, end of file before the needed bytes is -ENODATA, O_DIRECT
  * padding past the end of the file is not needed, EAGAIN is retried, other
  * errors fail the read; the ring comes up with the best setup flags the

@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "pinctl.h"	/* pctl_parse_size, pctl_format_size */
+#include "../pinctl/pinctl.h"	/* pctl_parse_size, pctl_format_size */
 #include "pinstream.h"
 
 static const char usage_text[] =
