@@ -37,6 +37,7 @@
 #include <linux/user_namespace.h>
 
 #include "budget.h"
+#include "cgroup.h"
 
 /**
  * struct pinmem_user - per-user budget entry
@@ -89,6 +90,20 @@ static int pinmem_param_may_write(void)
 	if (READ_ONCE(pinmem_params_locked) && !capable(CAP_SYS_ADMIN))
 		return -EPERM;
 	return 0;
+}
+
+/** pinmem_budget_enter() - take the budget lock (kmod/cgroup.c's entries) */
+void pinmem_budget_enter(void)
+	__acquires(&pinmem_budget_lock)
+{
+	spin_lock(&pinmem_budget_lock);
+}
+
+/** pinmem_budget_leave() - release the budget lock */
+void pinmem_budget_leave(void)
+	__releases(&pinmem_budget_lock)
+{
+	spin_unlock(&pinmem_budget_lock);
 }
 
 static u64 pinmem_round_limit(u64 bytes)
@@ -377,6 +392,9 @@ static void pinmem_acct_refuse(struct pinmem_acct *a, u32 reason)
 	case PINMEM_REFUSED_REGIONS_USER:
 		a->refused_regions++;
 		break;
+	case PINMEM_REFUSED_CGROUP:
+		a->refused_cgroup++;
+		break;
 	default:
 		a->refused_fault++;
 		break;
@@ -387,12 +405,13 @@ static void pinmem_acct_refuse(struct pinmem_acct *a, u32 reason)
  * pinmem_budget_is_bytes() - is @reason a budget of bytes (not of regions)?
  * @reason: PINMEM_REFUSED_*
  *
- * Return: true for the global, user and RLIMIT_MEMLOCK budgets.
+ * Return: true for the global, user, cgroup and RLIMIT_MEMLOCK budgets.
  */
 bool pinmem_budget_is_bytes(u32 reason)
 {
-	return reason >= PINMEM_REFUSED_GLOBAL &&
-	       reason <= PINMEM_REFUSED_RLIMIT_USER;
+	return (reason >= PINMEM_REFUSED_GLOBAL &&
+		reason <= PINMEM_REFUSED_RLIMIT_USER) ||
+	       reason == PINMEM_REFUSED_CGROUP;
 }
 
 /**
@@ -414,6 +433,8 @@ int pinmem_budget_errno(u32 reason)
 	case PINMEM_REFUSED_REGIONS_FILE:
 	case PINMEM_REFUSED_REGIONS_USER:
 		return -PINMEM_ERR_REGIONS;
+	case PINMEM_REFUSED_CGROUP:
+		return -PINMEM_ERR_CGROUP;
 	}
 	return -EFAULT;
 }
@@ -488,6 +509,7 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
 u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
 {
 	unsigned long npages = bytes >> PAGE_SHIFT;
+	struct pinmem_cg *refuser;
 	u32 reason;
 
 	reason = pinmem_rlimit_charge(f, npages);
@@ -506,8 +528,16 @@ u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
 				    pinmem_user_limit(f->user), bytes))
 		reason = PINMEM_REFUSED_USER;
 	if (!reason) {
+		refuser = pinmem_cg_refuser(f->cg, bytes);
+		if (refuser) {
+			reason = PINMEM_REFUSED_CGROUP;
+			f->cg_refuser = refuser->id;
+		}
+	}
+	if (!reason) {
 		pinmem_acct_all(f, pinmem_acct_charge, bytes);
 		pinmem_acct_all(f, pinmem_acct_reserve, region);
+		pinmem_cg_charge(f->cg, bytes);
 	}
 	spin_unlock(&pinmem_budget_lock);
 
@@ -555,6 +585,7 @@ void pinmem_budget_uncharge(struct pinmem_file *f, u64 bytes, bool region)
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
 	pinmem_acct_all(f, pinmem_acct_unreserve, region);
+	pinmem_cg_charge(f->cg, -(s64)bytes);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
@@ -566,8 +597,13 @@ void pinmem_budget_uncharge(struct pinmem_file *f, u64 bytes, bool region)
  */
 void pinmem_budget_refuse(struct pinmem_file *f, u32 reason)
 {
+	struct pinmem_cg *cg;
+
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_refuse, reason);
+	for (cg = f->cg; reason == PINMEM_REFUSED_CGROUP && cg; cg = cg->parent)
+		if (cg->id == f->cg_refuser)
+			cg->refused++;
 	spin_unlock(&pinmem_budget_lock);
 }
 
@@ -604,6 +640,7 @@ void pinmem_budget_release(struct pinmem_file *f, u64 bytes)
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
 	pinmem_acct_all(f, pinmem_acct_release);
+	pinmem_cg_charge(f->cg, -(s64)bytes);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
@@ -706,6 +743,31 @@ void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct)
 	spin_lock(&pinmem_budget_lock);
 	*acct = f->acct;
 	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_file_cgroup() - the cgroup of @f and the last refusing one
+ * @f: the file
+ * @id: out: its cgroup's id, 0 in the root cgroup
+ * @refuser: out: the cgroup whose limit refused its last refused PIN, or 0
+ */
+void pinmem_budget_file_cgroup(struct pinmem_file *f, u64 *id, u64 *refuser)
+{
+	spin_lock(&pinmem_budget_lock);
+	*id = f->cg ? f->cg->id : 0;
+	*refuser = f->cg_refuser;
+	spin_unlock(&pinmem_budget_lock);
+}
+
+/**
+ * pinmem_budget_round() - a limit in bytes as the module keeps it
+ * @bytes: bytes or PINMEM_UNLIMITED
+ *
+ * Return: @bytes rounded down to whole pages.
+ */
+u64 pinmem_budget_round(u64 bytes)
+{
+	return pinmem_round_limit(bytes);
 }
 
 /**

@@ -64,6 +64,10 @@ u64 pinmem_budget_user_locked(struct pinmem_file *f);
 void pinmem_budget_global(struct pinmem_global_view *v);
 void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v);
 void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct);
+void pinmem_budget_file_cgroup(struct pinmem_file *f, u64 *id, u64 *refuser);
+u64 pinmem_budget_round(u64 bytes);
+void pinmem_budget_enter(void);
+void pinmem_budget_leave(void);
 int pinmem_budget_users_snapshot(struct pinmem_user_view **views, size_t *nr);
 
 int pinmem_budget_get_limits(struct pinmem_limits *l);

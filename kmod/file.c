@@ -16,6 +16,7 @@
 #include <linux/uaccess.h>
 
 #include "budget.h"
+#include "cgroup.h"
 #include "folio.h"
 #include "pinmem.h"
 #include "region.h"
@@ -51,6 +52,15 @@ struct pinmem_file *pinmem_file_open(void)
 	xa_init_flags(&f->regions, XA_FLAGS_ALLOC1 | XA_FLAGS_ACCOUNT);
 	f->folios.root = RB_ROOT;
 	f->ustruct = get_uid(current_user());
+	f->cg = pinmem_cg_get_current();
+	if (IS_ERR(f->cg)) {
+		long err = PTR_ERR(f->cg);
+
+		free_uid(f->ustruct);
+		pinmem_user_put(f->user);
+		kfree(f);
+		return ERR_PTR(err);
+	}
 	f->next_handle = 1;
 	f->mm = current->mm;
 	mmgrab(f->mm);
@@ -119,6 +129,7 @@ void pinmem_file_release(struct pinmem_file *f)
 	xa_destroy(&f->regions);
 	mutex_destroy(&f->lock);
 	free_uid(f->ustruct);
+	pinmem_cg_put(f->cg);
 	pinmem_user_put(f->user);
 	put_pid(f->tgid);
 	mmdrop(f->mm);

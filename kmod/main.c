@@ -19,6 +19,7 @@
 #include <linux/uaccess.h>
 
 #include "budget.h"
+#include "cgroup.h"
 #include "folio.h"
 #include "pinmem.h"
 
@@ -138,7 +139,9 @@ static long pinmem_ioc_stats(struct pinmem_file *f, void __user *uarg)
 
 	if (copy_from_user(&st, uarg, sizeof(st)))
 		return -EFAULT;
-	if (st.flags || st.user_locked_bytes || !pinmem_reserved_zero(&st))
+	if (st.flags || st.user_locked_bytes || st.cgroup_id ||
+	    st.refused_cgroup || st.refused_cgroup_id ||
+	    !pinmem_reserved_zero(&st))
 		return -EINVAL;
 	pinmem_stats_fill(f, &st);
 	return copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;
@@ -187,6 +190,49 @@ static long pinmem_ioc_set_limits(struct pinmem_file *f, void __user *uarg)
 	return pinmem_budget_set_limits(&l);
 }
 
+/* The longest cgroup path PINMEM_IOC_CGROUP takes, as PATH_MAX - 1. */
+#define PINMEM_CGROUP_PATH_MAX	4095
+
+/**
+ * pinmem_ioc_cgroup() - PINMEM_IOC_CGROUP: read, set or clear a cgroup budget
+ * @f: the file (unused)
+ * @uarg: struct pinmem_cgroup; the out fields and reserved must be zero
+ *
+ * Return: 0; -EPERM for SET or CLEAR without CAP_SYS_ADMIN; -EINVAL for
+ * unknown or both flags, a path over 4095 bytes or with a NUL, non-zero
+ * out or reserved fields, a limit on the root; -ENOENT; -EFAULT; -ENOMEM.
+ */
+static long pinmem_ioc_cgroup(struct pinmem_file *f, void __user *uarg)
+{
+	u32 both = PINMEM_CGROUP_SET | PINMEM_CGROUP_CLEAR;
+	struct pinmem_cgroup cg;
+	char *path;
+	long ret;
+
+	if (copy_from_user(&cg, uarg, sizeof(cg)))
+		return -EFAULT;
+	if ((cg.flags & ~both) || (cg.flags & both) == both ||
+	    cg.path_len > PINMEM_CGROUP_PATH_MAX || cg.pinned_bytes ||
+	    cg.peak_bytes || cg.refused || cg.cgroup_id ||
+	    (!(cg.flags & PINMEM_CGROUP_SET) && cg.limit_bytes) ||
+	    !pinmem_reserved_zero(&cg))
+		return -EINVAL;
+	if (cg.flags && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	path = memdup_user_nul(u64_to_user_ptr(cg.path), cg.path_len);
+	if (IS_ERR(path))
+		return PTR_ERR(path);
+	if (strlen(path) != cg.path_len) {
+		ret = -EINVAL;
+	} else {
+		ret = pinmem_cg_ioctl(path[0] ? path : "/", &cg);
+		if (!ret && copy_to_user(uarg, &cg, sizeof(cg)))
+			ret = -EFAULT;
+	}
+	kfree(path);
+	return ret;
+}
+
 typedef long (*pinmem_ioc_fn)(struct pinmem_file *f, void __user *uarg);
 
 /**
@@ -208,6 +254,7 @@ static const struct pinmem_ioc pinmem_iocs[] = {
 	[_IOC_NR(PINMEM_IOC_STATS)] = { PINMEM_IOC_STATS, pinmem_ioc_stats },
 	[_IOC_NR(PINMEM_IOC_GET_LIMITS)] = { PINMEM_IOC_GET_LIMITS, pinmem_ioc_get_limits },
 	[_IOC_NR(PINMEM_IOC_SET_LIMITS)] = { PINMEM_IOC_SET_LIMITS, pinmem_ioc_set_limits },
+	[_IOC_NR(PINMEM_IOC_CGROUP)] = { PINMEM_IOC_CGROUP, pinmem_ioc_cgroup },
 };
 
 /*
@@ -291,6 +338,7 @@ static void __exit pinmem_exit(void)
 	misc_deregister(&pinmem_misc);
 	pinmem_stats_exit();
 	pinmem_folio_exit();
+	pinmem_cg_exit();
 	pinmem_budget_exit();
 }
 

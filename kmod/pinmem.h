@@ -21,6 +21,7 @@
 
 struct mm_struct;
 struct pid;
+struct pinmem_cg;
 struct pinmem_user;
 struct user_struct;
 
@@ -36,6 +37,7 @@ struct user_struct;
  * @refused_rlimit: PINs refused by RLIMIT_MEMLOCK
  * @refused_fault: PINs that failed on the mapping or while pinning
  * @refused_regions: PINs refused by a cap on regions
+ * @refused_cgroup: PINs refused by a cgroup budget
  * @kmem_bytes: kernel memory used by the bookkeeping of the regions
  *
  * Every instance is guarded by the budget lock (kmod/budget.c).
@@ -51,6 +53,7 @@ struct pinmem_acct {
 	u64 refused_rlimit;
 	u64 refused_fault;
 	u64 refused_regions;
+	u64 refused_cgroup;
 	u64 kmem_bytes;
 };
 
@@ -65,6 +68,10 @@ struct pinmem_acct {
  *	and list REGIONS; also shown in the stats file
  * @ustruct: the opener's user_struct (get_uid): pins are charged to its
  *	locked_vm, the RLIMIT_MEMLOCK account io_uring, VFIO and iommufd use
+ * @cg: the cgroup entry of the opener's cgroup at open, NULL in the root
+ *	cgroup (a reference held; kmod/cgroup.c)
+ * @cg_refuser: id of the cgroup that refused the last refused PIN; budget
+ *	lock
  * @folios: large folios this file holds pins in (kmod/folio.c), each charged
  *	once; guarded by @lock
  * @comm: the opener's name at open time
@@ -80,6 +87,8 @@ struct pinmem_file {
 	struct mm_struct *mm;
 	struct pid *tgid;
 	struct user_struct *ustruct;
+	struct pinmem_cg *cg;
+	u64 cg_refuser;
 	struct pinmem_folios folios;
 	char comm[TASK_COMM_LEN];
 	kuid_t uid;

@@ -10,7 +10,8 @@
  *   abi MAJOR.MINOR
  *   global pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *          unpins N refused_global N refused_user N refused_rlimit N
- *          refused_fault N kmem_bytes N refused_regions N  (one line)
+ *          refused_fault N kmem_bytes N refused_regions N
+ *          refused_cgroup N                              (one line)
  *   default_user_limit_bytes N
  *   enforce_rlimit 0|1
  *   max_regions_per_file N
@@ -18,7 +19,10 @@
  *   user uid N pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *        unpins N refused_global N refused_user N refused_rlimit N
  *        refused_fault N overridden 0|1 kmem_bytes N refused_regions N
- *                                                       (one line per user)
+ *        refused_cgroup N                               (one line per user)
+ *   cgroup id N pinned_bytes N limit_bytes N peak_bytes N refused N
+ *        (one line per cgroup with pins or a limit; N is the cgroup's id,
+ *        its inode number on the cgroup2 mount)
  *   hidden_processes N
  *   process pid N uid N comm NAME regions N pinned_bytes N
  *        mm_pinned_bytes N kmem_bytes N                 (one line per open file)
@@ -52,6 +56,7 @@
 #include <linux/user_namespace.h>
 
 #include "budget.h"
+#include "cgroup.h"
 #include "pinmem.h"
 
 static struct proc_dir_entry *pinmem_proc_dir;
@@ -73,8 +78,8 @@ static void pinmem_show_acct(struct seq_file *m, const struct pinmem_acct *a,
 static void pinmem_show_acct_more(struct seq_file *m,
 				  const struct pinmem_acct *a)
 {
-	seq_printf(m, " kmem_bytes %llu refused_regions %llu", a->kmem_bytes,
-		   a->refused_regions);
+	seq_printf(m, " kmem_bytes %llu refused_regions %llu refused_cgroup %llu",
+		   a->kmem_bytes, a->refused_regions, a->refused_cgroup);
 }
 
 static void pinmem_show_user(struct seq_file *m, const struct pinmem_user_view *v)
@@ -164,6 +169,57 @@ static int pinmem_show_processes(struct seq_file *m)
 	return 0;
 }
 
+/**
+ * struct pinmem_cg_snap - a copy of the cgroup entries for the stats file
+ * @rows: the copies
+ * @cap: entries @rows holds
+ * @n: entries seen; more than @cap when @rows was too small
+ */
+struct pinmem_cg_snap {
+	struct pinmem_cg *rows;
+	size_t cap;
+	size_t n;
+};
+
+static void pinmem_cg_copy(const struct pinmem_cg *cg, void *arg)
+{
+	struct pinmem_cg_snap *s = arg;
+
+	if (s->n < s->cap)
+		s->rows[s->n] = *cg;
+	s->n++;
+}
+
+static int pinmem_show_cgroups(struct seq_file *m)
+{
+	struct pinmem_cg_snap s = { NULL, 0, 0 };
+	const struct pinmem_cg *cg;
+	size_t i;
+
+	for (;;) {
+		s.n = 0;
+		pinmem_budget_enter();
+		pinmem_cg_for_each(pinmem_cg_copy, &s);
+		pinmem_budget_leave();
+		if (s.n <= s.cap)
+			break;
+		kvfree(s.rows);
+		s.cap = s.n + 16;
+		s.rows = kvmalloc_array(s.cap, sizeof(*s.rows), GFP_KERNEL);
+		if (!s.rows)
+			return -ENOMEM;
+	}
+	for (i = 0; i < s.n; i++) {
+		cg = &s.rows[i];
+		seq_printf(m, "cgroup id %llu pinned_bytes %llu limit_bytes %llu peak_bytes %llu refused %llu\n",
+			   cg->id, cg->pinned_bytes,
+			   cg->limited ? cg->limit : PINMEM_UNLIMITED,
+			   cg->peak_bytes, cg->refused);
+	}
+	kvfree(s.rows);
+	return 0;
+}
+
 static int pinmem_stats_show(struct seq_file *m, void *v)
 {
 	struct pinmem_global_view g;
@@ -188,6 +244,9 @@ static int pinmem_stats_show(struct seq_file *m, void *v)
 	for (i = 0; i < nr; i++)
 		pinmem_show_user(m, &users[i]);
 	kvfree(users);
+	ret = pinmem_show_cgroups(m);
+	if (ret)
+		return ret;
 	return pinmem_show_processes(m);
 }
 
@@ -233,6 +292,8 @@ void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st)
 	pinmem_counters_fill(&st->file, &a, pinmem_budget_rlimit(f));
 	st->mm_pinned_bytes = pinmem_mm_pinned_bytes(f->mm);
 	st->user_locked_bytes = pinmem_budget_user_locked(f);
+	pinmem_budget_file_cgroup(f, &st->cgroup_id, &st->refused_cgroup_id);
+	st->refused_cgroup = a.refused_cgroup;
 	memset(st->reserved, 0, sizeof(st->reserved));
 }
 

@@ -90,6 +90,58 @@ static bool budget_of(int err, uint32_t reason, const struct pinmem_stats *st,
 	return true;
 }
 
+/*
+ * The cgroup with id @id among this process's cgroup and its ancestors (the
+ * file is charged to the opener's cgroup at open): its path and numbers.
+ */
+static bool cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
+		      struct pinmem_cgroup *out)
+{
+	char line[4096], *p = NULL, *slash;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			p = line + 3;
+			p[strcspn(p, "\n")] = '\0';
+			break;
+		}
+	if (f)
+		fclose(f);
+	while (p && *p == '/')
+		p++;
+	while (p && *p) {
+		memset(out, 0, sizeof(*out));
+		out->path = (uintptr_t)p;
+		out->path_len = (uint32_t)strlen(p);
+		if (!ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_CGROUP, out) && out->cgroup_id == id) {
+			snprintf(path, len, "/%s", p);
+			return true;
+		}
+		slash = strrchr(p, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	return false;
+}
+
+static int refuse_cgroup(struct pm_ctx *ctx, int err, const char *ask)
+{
+	struct pinmem_stats st;
+	struct pinmem_cgroup cg;
+	char path[4096], use[64];
+
+	memset(&st, 0, sizeof(st));
+	if (ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, &st) ||
+	    !cgroup_of(ctx, st.refused_cgroup_id, path, sizeof(path), &cg))
+		return pm_ctx_error(ctx, err,
+				    "pinning %s was refused by the budget of cgroup id %llu (not on this process's cgroup path any more)",
+				    ask, (unsigned long long)st.refused_cgroup_id);
+	return pm_ctx_error(ctx, err, "pinning %s would exceed the budget of cgroup %s: %s in use",
+			    ask, path, fmt_use(use, sizeof(use), cg.pinned_bytes, cg.limit_bytes));
+}
+
 int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
 		     const struct pinmem_stats *before, uint32_t reason)
 {
@@ -104,6 +156,8 @@ int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
 				    "pinning %s was refused: %s holds as many regions as the module allows (max_regions_per_%s); pin fewer, larger buffers",
 				    ask, reason == PINMEM_REFUSED_REGIONS_FILE ? "this context" : "this user",
 				    reason == PINMEM_REFUSED_REGIONS_FILE ? "file" : "user");
+	if (reason == PINMEM_REFUSED_CGROUP)
+		return refuse_cgroup(ctx, err, ask);
 	if (reason == PINMEM_REFUSED_KMEM)
 		return pm_ctx_error(ctx, err,
 				    "pinning %s through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)",

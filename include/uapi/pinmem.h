@@ -13,6 +13,7 @@
  *   PINMEM_ERR_USER    the caller's per-user budget (EDQUOT)
  *   PINMEM_ERR_RLIMIT  the caller's RLIMIT_MEMLOCK  (ENOMEM, as mlock(2))
  *   PINMEM_ERR_REGIONS a cap on the number of regions (EMFILE)
+ *   PINMEM_ERR_CGROUP  a cgroup budget (EDQUOT, as the per-user one; ABI 1.2)
  * and, from ABI 1.1, PIN writes the reason of any failure to
  * pinmem_pin.refused (PINMEM_REFUSED_*), so a caller tells "RLIMIT_MEMLOCK"
  * from "out of kernel memory" without racing the refusal counters.
@@ -46,7 +47,7 @@
 #include <linux/ioctl.h>
 
 #define PINMEM_ABI_MAJOR	1
-#define PINMEM_ABI_MINOR	1
+#define PINMEM_ABI_MINOR	2
 
 #define PINMEM_DEVICE		"/dev/pinmem"
 #define PINMEM_STATS_PATH	"/proc/driver/pinmem/stats"
@@ -56,6 +57,7 @@
 #define PINMEM_ERR_USER		EDQUOT
 #define PINMEM_ERR_RLIMIT	ENOMEM
 #define PINMEM_ERR_REGIONS	EMFILE
+#define PINMEM_ERR_CGROUP	EDQUOT
 
 /*
  * pinmem_pin.refused: why a PIN failed (ABI 1.1; 0 from older modules and
@@ -78,6 +80,9 @@
 #define PINMEM_REFUSED_ACCESS		9	/* not the file's owner (EPERM) */
 #define PINMEM_REFUSED_INTR		10	/* fatal signal (EINTR) */
 #define PINMEM_REFUSED_ARGS		11	/* bad argument (EINVAL) */
+#define PINMEM_REFUSED_CGROUP		12	/* the budget of the file's cgroup
+						 * or an ancestor (EDQUOT; ABI 1.2);
+						 * STATS refused_cgroup_id names it */
 
 /* A limit that never refuses. */
 #define PINMEM_UNLIMITED	(~(__u64)0)
@@ -244,6 +249,12 @@ struct pinmem_counters {
  * @user_locked_bytes: the opener's user->locked_vm in bytes: pinmem's and
  *	io_uring's pins of every process of that user, checked against
  *	RLIMIT_MEMLOCK too (ABI 1.1; out)
+ * @cgroup_id: the cgroup v2 id this file is charged to (the opener's cgroup
+ *	when it opened /dev/pinmem), 0 for the root cgroup (ABI 1.2; out)
+ * @refused_cgroup: this file's PINs refused by a cgroup budget (ABI 1.2;
+ *	out)
+ * @refused_cgroup_id: the cgroup whose budget refused this file's last
+ *	refused PIN, 0 if none (ABI 1.2; out)
  * @reserved: must be zero on input
  */
 struct pinmem_stats {
@@ -254,7 +265,10 @@ struct pinmem_stats {
 	struct pinmem_counters file;
 	__u64 mm_pinned_bytes;
 	__u64 user_locked_bytes;
-	__u64 reserved[6];
+	__u64 cgroup_id;
+	__u64 refused_cgroup;
+	__u64 refused_cgroup_id;
+	__u64 reserved[3];
 };
 
 /* pinmem_limits.flags: which limits SET_LIMITS changes. */
@@ -299,6 +313,46 @@ struct pinmem_limits {
 	__u64 reserved[4];
 };
 
+/* pinmem_cgroup.flags */
+#define PINMEM_CGROUP_SET		(1U << 0)	/* set @limit_bytes */
+#define PINMEM_CGROUP_CLEAR		(1U << 1)	/* drop the limit */
+
+/**
+ * struct pinmem_cgroup - PINMEM_IOC_CGROUP: a cgroup v2 budget (ABI 1.2)
+ * @path: user pointer to the cgroup's path, relative to the caller's cgroup
+ *	namespace root on the cgroup2 mount ("/" or "" is the root), not
+ *	NUL-terminated (in)
+ * @path_len: bytes at @path, 0 to 4095 (in)
+ * @flags: 0 to read; PINMEM_CGROUP_SET or PINMEM_CGROUP_CLEAR (in)
+ * @limit_bytes: SET: the limit, rounded down to pages; out: the limit in
+ *	force, PINMEM_UNLIMITED if none
+ * @pinned_bytes: bytes charged to the cgroup and its descendants (out)
+ * @peak_bytes: highest @pinned_bytes seen (out)
+ * @refused: PINs refused by this cgroup's own limit (out)
+ * @cgroup_id: the cgroup's id, its inode number on the cgroup2 mount (out)
+ * @reserved: must be zero
+ *
+ * A PIN is charged to the cgroup the file's opener was in when it opened
+ * /dev/pinmem (as socket memory is charged to the creator's memory cgroup)
+ * and to every ancestor; each limit on that path must hold.  The charge
+ * stays there until UNPIN, close or exit, wherever the task moves, and a
+ * cgroup removed while charged keeps its charge until then.  Limits are
+ * kept by cgroup id (ids are not reused) and are lost on module unload.
+ * SET and CLEAR need CAP_SYS_ADMIN (EPERM).  Errors: ENOENT (no such
+ * cgroup), EOPNOTSUPP (no cgroup v2), EINVAL, EFAULT, ENOMEM.
+ */
+struct pinmem_cgroup {
+	__u64 path;
+	__u32 path_len;
+	__u32 flags;
+	__u64 limit_bytes;
+	__u64 pinned_bytes;
+	__u64 peak_bytes;
+	__u64 refused;
+	__u64 cgroup_id;
+	__u64 reserved[3];
+};
+
 #define PINMEM_IOC_MAGIC	0xB9
 
 #define PINMEM_IOC_GET_VERSION	_IOWR(PINMEM_IOC_MAGIC, 0x00, struct pinmem_version)
@@ -308,5 +362,6 @@ struct pinmem_limits {
 #define PINMEM_IOC_STATS	_IOWR(PINMEM_IOC_MAGIC, 0x04, struct pinmem_stats)
 #define PINMEM_IOC_GET_LIMITS	_IOWR(PINMEM_IOC_MAGIC, 0x05, struct pinmem_limits)
 #define PINMEM_IOC_SET_LIMITS	_IOW(PINMEM_IOC_MAGIC, 0x06, struct pinmem_limits)
+#define PINMEM_IOC_CGROUP	_IOWR(PINMEM_IOC_MAGIC, 0x07, struct pinmem_cgroup)
 
 #endif /* _UAPI_LINUX_PINMEM_H */

@@ -266,6 +266,10 @@ static int stats_raw(int which)
 		s.flags = 1;
 	else if (which == 99)
 		s.user_locked_bytes = 1;
+	else if (which == 100)
+		s.cgroup_id = 1;
+	else if (which == 101)
+		s.refused_cgroup_id = 1;
 	else
 		s.reserved[which - 1] = 1;
 	return kt_ioctl(fd, PINMEM_IOC_STATS, &s);
@@ -329,7 +333,9 @@ static void bad_others(void)
 
 	CASE(EINVAL, "STATS flags = 1", stats_raw(0));
 	CASE(EINVAL, "STATS user_locked_bytes (out) = 1 on input", stats_raw(99));
-	for (i = 0; i < 6; i++) {
+	CASE(EINVAL, "STATS cgroup_id (out) = 1 on input", stats_raw(100));
+	CASE(EINVAL, "STATS refused_cgroup_id (out) = 1 on input", stats_raw(101));
+	for (i = 0; i < 3; i++) {
 		snprintf(name, sizeof(name), "STATS reserved[%d] = 1", i);
 		CASE(EINVAL, name, stats_raw(i + 1));
 	}
@@ -358,7 +364,7 @@ static void bad_commands(void)
 		{ PINMEM_IOC_GET_VERSION, "GET_VERSION" }, { PINMEM_IOC_PIN, "PIN" },
 		{ PINMEM_IOC_UNPIN, "UNPIN" }, { PINMEM_IOC_REGIONS, "REGIONS" },
 		{ PINMEM_IOC_STATS, "STATS" }, { PINMEM_IOC_GET_LIMITS, "GET_LIMITS" },
-		{ PINMEM_IOC_SET_LIMITS, "SET_LIMITS" },
+		{ PINMEM_IOC_SET_LIMITS, "SET_LIMITS" }, { PINMEM_IOC_CGROUP, "CGROUP" },
 	};
 	static uint64_t big[128];	/* zeroed, larger than any struct */
 	static const int delta[] = { -8, 8, -4, 4 };
@@ -377,7 +383,7 @@ static void bad_commands(void)
 		snprintf(name, sizeof(name), "%s with size 0", known[i].name);
 		CASE(EINVAL, name, kt_ioctl(fd, _IOC(_IOC_DIR(c), _IOC_TYPE(c), _IOC_NR(c), 0), big));
 	}
-	CASE(ENOTTY, "unknown nr 0x07", kt_ioctl(fd, _IOWR(PINMEM_IOC_MAGIC, 0x07, struct pinmem_pin), big));
+	CASE(ENOTTY, "unknown nr 0x08", kt_ioctl(fd, _IOWR(PINMEM_IOC_MAGIC, 0x08, struct pinmem_pin), big));
 	CASE(ENOTTY, "unknown nr 0x80", kt_ioctl(fd, _IOWR(PINMEM_IOC_MAGIC, 0x80, struct pinmem_pin), big));
 	CASE(ENOTTY, "unknown nr 0xff, no data", kt_ioctl(fd, _IO(PINMEM_IOC_MAGIC, 0xff), big));
 	CASE(ENOTTY, "other magic, PIN's nr and size", kt_ioctl(fd, _IOWR(0xB8, 0x01, struct pinmem_pin), big));

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -40,6 +41,8 @@ struct fake_sys {
 	int pin_err;			/* forced PIN result when != 0 */
 	uint32_t pin_reason;		/* pinmem_pin.refused written with it */
 	uint64_t user_locked;		/* STATS user_locked_bytes */
+	/* PINMEM_IOC_CGROUP answers these for any path; STATS names cg_refuser. */
+	uint64_t cg_id, cg_used, cg_limit, cg_refuser;
 	uint64_t global_used, global_limit;
 	uint64_t user_used, user_limit;
 	uint64_t rlimit_used, rlimit_limit;
@@ -163,6 +166,14 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 		return fake_pin(arg);
 	case PINMEM_IOC_UNPIN:
 		return fake_unpin(arg);
+	case PINMEM_IOC_CGROUP: {
+		struct pinmem_cgroup *cg = arg;
+
+		cg->cgroup_id = fake.cg_id;
+		cg->pinned_bytes = fake.cg_used;
+		cg->limit_bytes = fake.cg_limit;
+		return 0;
+	}
 	case PINMEM_IOC_STATS:
 		memset(st, 0, sizeof(*st));
 		st->global.pinned_bytes = fake.global_used;
@@ -176,6 +187,7 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 		st->file.refused_fault = fake.refused_fault;
 		st->mm_pinned_bytes = fake.rlimit_used;
 		st->user_locked_bytes = fake.user_locked;
+		st->refused_cgroup_id = fake.cg_refuser;
 		st->file.regions = (uint64_t)fake.regions;
 		return 0;
 	}
@@ -316,6 +328,26 @@ static inline int in_child(int (*fn)(void))
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/*
+ * A new directory "name.XXXXXX" next to the test binary, on the checkout's
+ * file system (not /tmp, which may be a tmpfs without O_DIRECT); 0 or -1.
+ */
+static inline int test_dir_make(char *dir, size_t len, const char *name)
+{
+	char exe[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	if ((size_t)snprintf(dir, len, "%s/%s.XXXXXX", exe, name) >= len)
+		return -1;
+	return mkdtemp(dir) ? 0 : -1;
 }
 
 #define MiB (1ULL << 20)

@@ -132,6 +132,35 @@ static void reason_names_budget(void **state)
 			    "pinning 4.0 KiB through /dev/pinmem failed: Cannot allocate memory");
 }
 
+/* ABI 1.2: a cgroup budget is named by its path, from this process's cgroup. */
+static void cgroup_budget(void **state)
+{
+	char line[4096], want[4400], *p = NULL;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			p = line + 3;
+			p[strcspn(p, "\n")] = '\0';
+		}
+	if (f)
+		fclose(f);
+	fake.cg_id = fake.cg_refuser = 77;
+	fake.cg_used = 15 * GiB;
+	fake.cg_limit = 16 * GiB;
+	assert_int_equal(pm_refuse_module(ctx, -EDQUOT, 2 * GiB, NULL, PINMEM_REFUSED_CGROUP), -EDQUOT);
+	if (p && strcmp(p, "/")) {
+		snprintf(want, sizeof(want),
+			 "pinning 2.0 GiB would exceed the budget of cgroup %s: 15.0 of 16.0 GiB in use", p);
+		assert_string_equal(pm_ctx_last_error(ctx), want);
+	}
+	/* The refusing cgroup is not on this process's path (it moved). */
+	fake.cg_refuser = 78;
+	pm_refuse_module(ctx, -EDQUOT, 2 * GiB, NULL, PINMEM_REFUSED_CGROUP);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 2.0 GiB was refused by the budget of cgroup id 78 (not on this process's cgroup path any more)");
+}
+
 static void mlock_rlimit(void **state)
 {
 	fake.memlock_limit = 64 * MiB;
@@ -172,6 +201,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(other_module_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(enomem_without_budget_refusal, setup, teardown),
 		cmocka_unit_test_setup_teardown(reason_names_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(mlock_rlimit, setup, teardown),
 		cmocka_unit_test_setup_teardown(mlock_other_error, setup, teardown),
 	};

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pinmem cgroup budgets: pinned bytes per cgroup v2 directory, hierarchical.
+ *
+ * An open file is charged to the cgroup its opener was in at open (socket
+ * memory follows the same rule for memory cgroups), and every charge goes to
+ * that cgroup and each ancestor below the root, each checked against its
+ * limit if it has one.  Entries are kept by cgroup id, never by pointer: a
+ * removed cgroup's entry keeps its charge until the files charged to it let
+ * go, and ids are not reused, so no pin can land on a stale entry.
+ *
+ * An entry lives while a file is charged to it or to a descendant, or while
+ * it has a limit.  Counters, limits, the table and the references are
+ * guarded by the budget lock (kmod/budget.c), taken by the callers here
+ * through pinmem_budget_enter()/leave().
+ */
+#include <linux/cgroup.h>
+#include <linux/hashtable.h>
+#include <linux/rcupdate.h>
+#include <linux/slab.h>
+
+#include "budget.h"
+#include "cgroup.h"
+
+#define PINMEM_CG_HASH_BITS	6
+
+static DEFINE_HASHTABLE(pinmem_cgs, PINMEM_CG_HASH_BITS);
+
+/* Caller holds the budget lock. */
+static struct pinmem_cg *pinmem_cg_find(u64 id)
+{
+	struct pinmem_cg *cg;
+
+	hash_for_each_possible(pinmem_cgs, cg, node, id)
+		if (cg->id == id)
+			return cg;
+	return NULL;
+}
+
+/* Drop one reference; caller holds the budget lock.  Returns the entries to free. */
+static void pinmem_cg_put_locked(struct pinmem_cg *cg, struct list_head *dead)
+{
+	struct pinmem_cg *parent;
+
+	while (cg && !--cg->refs) {
+		WARN_ON_ONCE(cg->pinned_bytes);
+		parent = cg->parent;
+		hash_del(&cg->node);
+		list_add(&cg->dead, dead);
+		cg = parent;
+	}
+}
+
+static void pinmem_cg_free(struct list_head *dead)
+{
+	struct pinmem_cg *cg, *tmp;
+
+	list_for_each_entry_safe(cg, tmp, dead, dead)
+		kfree(cg);
+}
+
+/*
+ * The ids of @cgrp and its ancestors below the root, leaf first; returns
+ * how many (at most @max), or -E2BIG.
+ */
+static int pinmem_cg_ids(struct cgroup *cgrp, u64 *ids, int max)
+{
+	int n = 0;
+
+	for (; cgroup_parent(cgrp); cgrp = cgroup_parent(cgrp)) {
+		if (n == max)
+			return -E2BIG;
+		ids[n++] = cgroup_id(cgrp);
+	}
+	return n;
+}
+
+#define PINMEM_CG_DEPTH	64
+
+/*
+ * Find or create the entries of the chain @ids (leaf first) and take one
+ * reference on the leaf.  A new entry takes a reference on its parent; an
+ * entry that existed already has its ancestors.  Returns the leaf, NULL for
+ * an empty chain, or an ERR_PTR.
+ */
+static struct pinmem_cg *pinmem_cg_chain_get(const u64 *ids, int n)
+{
+	struct pinmem_cg *spare[PINMEM_CG_DEPTH], *cg, *prev = NULL, *leaf = NULL;
+	int i, used = 0;
+	bool existed;
+
+	if (!n)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		spare[i] = kzalloc(sizeof(*spare[i]), GFP_KERNEL_ACCOUNT);
+		if (!spare[i]) {
+			while (i--)
+				kfree(spare[i]);
+			return ERR_PTR(-ENOMEM);
+		}
+	}
+	pinmem_budget_enter();
+	for (i = 0; i < n; i++) {
+		cg = pinmem_cg_find(ids[i]);
+		existed = cg;
+		if (!cg) {
+			cg = spare[used++];
+			cg->id = ids[i];
+			cg->limit = PINMEM_UNLIMITED;
+			hash_add(pinmem_cgs, &cg->node, cg->id);
+		}
+		cg->refs++;
+		if (prev)
+			prev->parent = cg;
+		else
+			leaf = cg;
+		if (existed)
+			break;
+		prev = cg;
+	}
+	pinmem_budget_leave();
+	for (i = used; i < n; i++)
+		kfree(spare[i]);
+	return leaf;
+}
+
+/**
+ * pinmem_cg_get_current() - the cgroup entry of the caller, referenced
+ *
+ * Return: the entry of the caller's cgroup v2 (NULL in the root cgroup), or
+ * an ERR_PTR (-ENOMEM, -E2BIG for a hierarchy deeper than 64).
+ */
+struct pinmem_cg *pinmem_cg_get_current(void)
+{
+	u64 ids[PINMEM_CG_DEPTH];
+	struct cgroup *cgrp;
+	int n;
+
+	rcu_read_lock();
+	cgrp = task_dfl_cgroup(current);
+	n = pinmem_cg_ids(cgrp, ids, PINMEM_CG_DEPTH);
+	rcu_read_unlock();
+	if (n < 0)
+		return ERR_PTR(n);
+	return pinmem_cg_chain_get(ids, n);
+}
+
+/**
+ * pinmem_cg_put() - drop a reference from pinmem_cg_get_current()
+ * @cg: the entry, or NULL
+ */
+void pinmem_cg_put(struct pinmem_cg *cg)
+{
+	LIST_HEAD(dead);
+
+	if (!cg)
+		return;
+	pinmem_budget_enter();
+	pinmem_cg_put_locked(cg, &dead);
+	pinmem_budget_leave();
+	pinmem_cg_free(&dead);
+}
+
+/**
+ * pinmem_cg_refuser() - the entry whose limit @bytes more would break
+ * @cg: the leaf, or NULL; the budget lock is held
+ * @bytes: bytes to charge
+ *
+ * Return: the lowest such entry, or NULL when every limit holds.
+ */
+struct pinmem_cg *pinmem_cg_refuser(struct pinmem_cg *cg, u64 bytes)
+{
+	for (; cg; cg = cg->parent) {
+		if (cg->limited &&
+		    (cg->pinned_bytes > cg->limit ||
+		     bytes > cg->limit - cg->pinned_bytes))
+			return cg;
+	}
+	return NULL;
+}
+
+/**
+ * pinmem_cg_charge() - add @bytes to @cg and every ancestor
+ * @cg: the leaf, or NULL; the budget lock is held
+ * @bytes: may be negative, to un-charge
+ */
+void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes)
+{
+	for (; cg; cg = cg->parent) {
+		WARN_ON_ONCE(bytes < 0 && cg->pinned_bytes < (u64)-bytes);
+		cg->pinned_bytes += bytes;
+		if (cg->pinned_bytes > cg->peak_bytes)
+			cg->peak_bytes = cg->pinned_bytes;
+	}
+}
+
+/* The chain of the cgroup at @path (caller's cgroup namespace); 0 or -errno. */
+static int pinmem_cg_path_ids(const char *path, u64 *ids, int *n)
+{
+	struct cgroup *cgrp;
+
+	cgrp = cgroup_get_from_path(path);
+	if (IS_ERR(cgrp))
+		return PTR_ERR(cgrp) == -ENOENT ? -ENOENT : PTR_ERR(cgrp);
+	*n = pinmem_cg_ids(cgrp, ids, PINMEM_CG_DEPTH);
+	if (!*n)
+		ids[0] = cgroup_id(cgrp);
+	cgroup_put(cgrp);
+	return *n < 0 ? *n : 0;
+}
+
+/**
+ * pinmem_cg_ioctl() - PINMEM_IOC_CGROUP on the cgroup at @path
+ * @path: NUL-terminated, relative to the caller's cgroup namespace root
+ * @arg: flags and limit_bytes in; the cgroup's numbers out
+ *
+ * Return: 0; -ENOENT; -EINVAL (a limit on the root cgroup); -ENOMEM; -E2BIG.
+ */
+int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
+{
+	u64 ids[PINMEM_CG_DEPTH];
+	struct pinmem_cg *cg, *leaf = NULL;
+	LIST_HEAD(dead);
+	int n, ret;
+
+	ret = pinmem_cg_path_ids(path, ids, &n);
+	if (ret)
+		return ret;
+	if (!n) {	/* the root: never limited, use is the global budget's */
+		if (arg->flags & PINMEM_CGROUP_SET)
+			return -EINVAL;
+		arg->cgroup_id = ids[0];
+		arg->limit_bytes = PINMEM_UNLIMITED;
+		arg->pinned_bytes = arg->peak_bytes = arg->refused = 0;
+		return 0;
+	}
+	if (arg->flags & PINMEM_CGROUP_SET) {
+		leaf = pinmem_cg_chain_get(ids, n);
+		if (IS_ERR(leaf))
+			return PTR_ERR(leaf);
+	}
+	pinmem_budget_enter();
+	cg = pinmem_cg_find(ids[0]);
+	if (cg && (arg->flags & PINMEM_CGROUP_SET)) {
+		cg->limit = pinmem_budget_round(arg->limit_bytes);
+		if (!cg->limited) {
+			cg->limited = true;
+			leaf = NULL;	/* the reference stays for the limit */
+		}
+	}
+	if (cg && (arg->flags & PINMEM_CGROUP_CLEAR) && cg->limited) {
+		cg->limited = false;
+		cg->limit = PINMEM_UNLIMITED;
+		leaf = cg;	/* drop the limit's reference below */
+	}
+	arg->cgroup_id = ids[0];
+	arg->limit_bytes = cg && cg->limited ? cg->limit : PINMEM_UNLIMITED;
+	arg->pinned_bytes = cg ? cg->pinned_bytes : 0;
+	arg->peak_bytes = cg ? cg->peak_bytes : 0;
+	arg->refused = cg ? cg->refused : 0;
+	if (leaf)
+		pinmem_cg_put_locked(leaf, &dead);
+	pinmem_budget_leave();
+	pinmem_cg_free(&dead);
+	return 0;
+}
+
+/**
+ * pinmem_cg_exit() - free the entries kept for their limits at unload
+ */
+void pinmem_cg_exit(void)
+{
+	struct hlist_node *tmp;
+	struct pinmem_cg *cg;
+	int bkt;
+
+	hash_for_each_safe(pinmem_cgs, bkt, tmp, cg, node) {
+		WARN_ON_ONCE(cg->pinned_bytes);
+		hash_del(&cg->node);
+		kfree(cg);
+	}
+}
+
+/**
+ * pinmem_cg_for_each() - call @fn on every entry; the budget lock is held
+ * @fn: must not sleep
+ * @arg: passed on
+ */
+void pinmem_cg_for_each(void (*fn)(const struct pinmem_cg *cg, void *arg),
+			void *arg)
+{
+	struct pinmem_cg *cg;
+	int bkt;
+
+	hash_for_each(pinmem_cgs, bkt, cg, node)
+		fn(cg, arg);
+}

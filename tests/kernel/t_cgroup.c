@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-cgroup budgets (cgroup v2, hierarchical): a file is charged to the
+ * cgroup its opener was in at open and to every ancestor; a PIN one page over
+ * the tightest limit on that path is EDQUOT with reason CGROUP and the
+ * refusing cgroup named in STATS.  The charge stays where it was made when
+ * the task moves, a cgroup can be removed while charged, and everything is
+ * back to zero at the end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include "common.h"
+
+#define PG		KT_PAGE
+#define CGROOT		"/sys/fs/cgroup"
+#define CG2_MAGIC	0x63677270
+
+static int cg_ioctl(int fd, const char *path, uint32_t flags, uint64_t limit,
+		    struct pinmem_cgroup *out)
+{
+	struct pinmem_cgroup c = { .path = (uintptr_t)path, .path_len = strlen(path),
+				   .flags = flags, .limit_bytes = limit };
+	int ret = kt_ioctl(fd, PINMEM_IOC_CGROUP, &c);
+
+	if (out)
+		*out = c;
+	return ret;
+}
+
+static uint64_t cg_pinned(int fd, const char *path)
+{
+	struct pinmem_cgroup c;
+
+	if (cg_ioctl(fd, path, 0, 0, &c))
+		return ~0ULL;
+	return c.pinned_bytes;
+}
+
+static uint64_t cg_id(const char *rel)
+{
+	char p[256];
+	struct stat st;
+
+	snprintf(p, sizeof(p), CGROOT "/%s", rel);
+	return stat(p, &st) ? 0 : st.st_ino;
+}
+
+/* Move the calling process into the cgroup @rel ("" for the root). */
+static int cg_enter(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), CGROOT "/%s%scgroup.procs", rel, *rel ? "/" : "");
+	return kt_write(p, "0");
+}
+
+static void cg_mkdir(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), CGROOT "/%s", rel);
+	if (mkdir(p, 0755) && errno != EEXIST)
+		kt_bail("mkdir %s: %s", p, strerror(errno));
+}
+
+static int cg_rmdir(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), CGROOT "/%s", rel);
+	return rmdir(p) ? -errno : 0;
+}
+
+/*
+ * A process in cgroup @rel that opens /dev/pinmem there, pins @ok bytes,
+ * tries one page more, reports, then waits for a byte on @go before it
+ * optionally moves to @move_to, reports again and exits (releasing).
+ */
+struct holder {
+	const char *rel;
+	size_t ok;
+	const char *move_to;
+	int res[2], go[2];
+	pid_t pid;
+};
+
+struct report {
+	int enter, pin, over;
+	uint32_t over_reason;
+	uint64_t cgroup_id, refuser;
+};
+
+static void holder_start(struct holder *h)
+{
+	if (pipe(h->res) || pipe(h->go))
+		kt_bail("pipe");
+	fflush(stdout);
+	h->pid = fork();
+	if (h->pid < 0)
+		kt_bail("fork");
+	if (h->pid == 0) {
+		struct report r = { 0 };
+		char *buf = kt_map(h->ok + PG, 1), c;
+		struct pinmem_stats st;
+		struct pinmem_pin p;
+		int fd;
+
+		r.enter = cg_enter(h->rel);
+		fd = kt_open();
+		r.pin = kt_pin(fd, buf, h->ok, NULL);
+		r.over = kt_pin(fd, buf + h->ok, PG, &p);
+		r.over_reason = p.refused;
+		if (!kt_stats(fd, &st)) {
+			r.cgroup_id = st.cgroup_id;
+			r.refuser = st.refused_cgroup_id;
+		}
+		if (write(h->res[1], &r, sizeof(r)) != sizeof(r) || read(h->go[0], &c, 1) != 1)
+			_exit(1);
+		if (h->move_to) {
+			r.enter = cg_enter(h->move_to);
+			if (write(h->res[1], &r, sizeof(r)) != sizeof(r) ||
+			    read(h->go[0], &c, 1) != 1)
+				_exit(1);
+		}
+		close(fd);
+		_exit(0);
+	}
+}
+
+static void holder_report(struct holder *h, struct report *r)
+{
+	if (read(h->res[0], r, sizeof(*r)) != sizeof(*r))
+		kt_bail("holder in %s did not report", h->rel);
+}
+
+static void holder_step(struct holder *h)
+{
+	if (write(h->go[1], "x", 1) != 1)
+		kt_bail("holder in %s gone", h->rel);
+}
+
+static void holder_end(struct holder *h)
+{
+	int status;
+
+	holder_step(h);
+	waitpid(h->pid, &status, 0);
+	close(h->res[0]);
+	close(h->res[1]);
+	close(h->go[0]);
+	close(h->go[1]);
+}
+
+static void test_hierarchy(int fd)
+{
+	struct holder b = { .rel = "pmt/a/b", .ok = 2 * KT_MIB };
+	struct holder c = { .rel = "pmt/a/c", .ok = 2 * KT_MIB, .move_to = "pmt" };
+	struct pinmem_cgroup g;
+	struct report r;
+
+	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET, 4 * KT_MIB + 100, &g), 0, "SET pmt/a 4 MiB + 100");
+	kt_eq(g.limit_bytes, 4 * KT_MIB, "limit rounded down to pages");
+	kt_eq(g.cgroup_id, cg_id("pmt/a"), "cgroup_id is the directory's inode number");
+	kt_eq(cg_ioctl(fd, "/pmt/a/b", PINMEM_CGROUP_SET, 2 * KT_MIB, NULL), 0, "SET /pmt/a/b 2 MiB");
+
+	holder_start(&b);
+	holder_report(&b, &r);
+	kt_eq(r.enter, 0, "holder entered pmt/a/b");
+	kt_eq(r.cgroup_id, cg_id("pmt/a/b"), "its file is charged to pmt/a/b");
+	kt_eq(r.pin, 0, "pmt/a/b: PIN its 2 MiB limit");
+	kt_eq(r.over, -EDQUOT, "pmt/a/b: one page over is EDQUOT");
+	kt_eq(r.over_reason, PINMEM_REFUSED_CGROUP, "reason: cgroup");
+	kt_eq(r.refuser, cg_id("pmt/a/b"), "refused by pmt/a/b itself");
+	kt_eq(cg_pinned(fd, "pmt/a/b"), 2 * KT_MIB, "pmt/a/b holds 2 MiB");
+	kt_eq(cg_pinned(fd, "pmt/a"), 2 * KT_MIB, "pmt/a counts its child's 2 MiB");
+
+	holder_start(&c);
+	holder_report(&c, &r);
+	kt_eq(r.pin, 0, "pmt/a/c (no limit of its own): PIN 2 MiB");
+	kt_eq(r.over, -EDQUOT, "pmt/a/c: one page over pmt/a's 4 MiB is EDQUOT");
+	kt_eq(r.refuser, cg_id("pmt/a"), "refused by the ancestor pmt/a");
+	kt_eq(cg_pinned(fd, "pmt/a"), 4 * KT_MIB, "pmt/a holds 4 MiB");
+	kt_eq(cg_ioctl(fd, "pmt/a", 0, 0, &g), 0, "GET pmt/a");
+	kt_eq(g.refused, 1, "pmt/a refused 1");
+	kt_eq(g.peak_bytes, 4 * KT_MIB, "pmt/a peak 4 MiB");
+
+	/* The charge stays where it was made when the task moves... */
+	holder_step(&c);
+	holder_report(&c, &r);
+	kt_eq(r.enter, 0, "holder moved from pmt/a/c to pmt");
+	kt_eq(cg_pinned(fd, "pmt/a/c"), 2 * KT_MIB, "pmt/a/c keeps the moved task's charge");
+	kt_eq(cg_pinned(fd, "pmt"), 4 * KT_MIB, "pmt: 4 MiB, not counted twice");
+	/* ... and when its cgroup is removed. */
+	kt_eq(cg_rmdir("pmt/a/c"), 0, "rmdir pmt/a/c while its pins live");
+	kt_eq(cg_pinned(fd, "pmt/a"), 4 * KT_MIB, "pmt/a still holds the removed child's charge");
+	holder_end(&c);
+	kt_eq(cg_pinned(fd, "pmt/a"), 2 * KT_MIB, "released: pmt/a back to 2 MiB");
+	holder_end(&b);
+	kt_eq(cg_pinned(fd, "pmt/a"), 0, "pmt/a back to 0");
+	kt_eq(cg_pinned(fd, "pmt"), 0, "pmt back to 0");
+	kt_eq(cg_ioctl(fd, "pmt/a/b", PINMEM_CGROUP_CLEAR, 0, &g), 0, "CLEAR pmt/a/b");
+	kt_eq(g.limit_bytes, PINMEM_UNLIMITED, "pmt/a/b unlimited again");
+	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_CLEAR, 0, NULL), 0, "CLEAR pmt/a");
+	{
+		uint64_t v;
+
+		kt_eq(kt_statfile("cgroup", (long long)cg_id("pmt/a"), "pinned_bytes", &v), -ENOENT,
+		      "no stats line for pmt/a once it has no pins and no limit");
+	}
+}
+
+/* Pin and unpin 1-3 pages at random in @rel until @end; exit 0. */
+static void storm_child(const char *rel, double end, unsigned int seed)
+{
+	char *buf;
+	uint64_t h[8] = { 0 };
+	int fd, i;
+
+	if (cg_enter(rel))
+		_exit(1);
+	fd = kt_open();
+	buf = kt_map(8 * 4 * PG, 1);
+	while (kt_now() < end) {
+		i = (int)(rand_r(&seed) % 8);
+		if (h[i]) {
+			kt_unpin(fd, h[i]);
+			h[i] = 0;
+		} else if (kt_pin_handle(fd, buf + i * 4 * PG, (1 + rand_r(&seed) % 3) * PG, &h[i])) {
+			h[i] = 0;
+		}
+	}
+	close(fd);
+	_exit(0);
+}
+
+/* Processes in two sibling cgroups under one limit: never over it. */
+static void test_storm(int fd)
+{
+	uint64_t limit = 24 * PG, max = 0, v;
+	pid_t pids[4];
+	double end = kt_now() + 3;
+	int i, status, ok = 1;
+
+	cg_mkdir("pmt/s");
+	cg_mkdir("pmt/s/x");
+	cg_mkdir("pmt/s/y");
+	kt_eq(cg_ioctl(fd, "pmt/s", PINMEM_CGROUP_SET, limit, NULL), 0, "SET pmt/s 24 pages");
+	kt_eq(cg_ioctl(fd, "pmt/s/x", PINMEM_CGROUP_SET, 16 * PG, NULL), 0, "SET pmt/s/x 16 pages");
+	fflush(stdout);
+	for (i = 0; i < 4; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0)
+			storm_child(i % 2 ? "pmt/s/x" : "pmt/s/y", end, (unsigned int)i + 1);
+	}
+	while (kt_now() < end) {
+		v = cg_pinned(fd, "pmt/s");
+		if (v > max && v != ~0ULL)
+			max = v;
+		v = cg_pinned(fd, "pmt/s/x");
+		ok &= v <= 16 * PG;
+	}
+	for (i = 0; i < 4; i++) {
+		waitpid(pids[i], &status, 0);
+		ok &= WIFEXITED(status) && !WEXITSTATUS(status);
+	}
+	kt_ok(max <= limit && max > 0, "storm: pmt/s peaked at %llu pages, limit 24",
+	      (unsigned long long)(max / PG));
+	kt_ok(ok, "storm: pmt/s/x never over 16 pages, children exited cleanly");
+	kt_eq(cg_pinned(fd, "pmt/s"), 0, "storm: back to 0");
+	cg_ioctl(fd, "pmt/s/x", PINMEM_CGROUP_CLEAR, 0, NULL);
+	cg_ioctl(fd, "pmt/s", PINMEM_CGROUP_CLEAR, 0, NULL);
+	cg_rmdir("pmt/s/x");
+	cg_rmdir("pmt/s/y");
+	kt_eq(cg_rmdir("pmt/s"), 0, "storm: cgroups removed");
+}
+
+static int unprivileged_set(void *arg)
+{
+	int fd = kt_open();
+	struct pinmem_cgroup g;
+
+	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET, KT_MIB, NULL), -EPERM, "SET without CAP_SYS_ADMIN is EPERM");
+	kt_eq(cg_ioctl(fd, "pmt/a", 0, 0, &g), 0, "GET without privileges works");
+	close(fd);
+	return 0;
+}
+
+static void test_bad(int fd)
+{
+	struct pinmem_cgroup c = { 0 };
+
+	kt_eq(cg_ioctl(fd, "", PINMEM_CGROUP_SET, KT_MIB, NULL), -EINVAL, "SET on the root cgroup is EINVAL");
+	kt_eq(cg_ioctl(fd, "pmt/nope", 0, 0, NULL), -ENOENT, "unknown cgroup is ENOENT");
+	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET | PINMEM_CGROUP_CLEAR, KT_MIB, NULL), -EINVAL,
+	      "SET with CLEAR is EINVAL");
+	kt_eq(cg_ioctl(fd, "pmt/a", 4, 0, NULL), -EINVAL, "unknown flag is EINVAL");
+	kt_eq(cg_ioctl(fd, "pmt/a", 0, KT_MIB, NULL), -EINVAL, "limit without SET is EINVAL");
+	c.path = (uintptr_t)"pmt/a";
+	c.path_len = 5;
+	c.reserved[2] = 1;
+	kt_eq(kt_ioctl(fd, PINMEM_IOC_CGROUP, &c), -EINVAL, "reserved[2] = 1 is EINVAL");
+	c.reserved[2] = 0;
+	c.path_len = 4096;
+	kt_eq(kt_ioctl(fd, PINMEM_IOC_CGROUP, &c), -EINVAL, "path of 4096 bytes is EINVAL");
+	c.path_len = 5;
+	c.path = 0;
+	kt_eq(kt_ioctl(fd, PINMEM_IOC_CGROUP, &c), -EFAULT, "path NULL is EFAULT");
+	kt_eq(kt_run_as(1000, 0, unprivileged_set, NULL), 0, "uid 1000");
+}
+
+int main(void)
+{
+	struct statfs sfs;
+	int fd;
+
+	if (statfs(CGROOT, &sfs) || sfs.f_type != CG2_MAGIC)
+		if (mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
+			kt_bail("mount cgroup2: %s", strerror(errno));
+	cg_mkdir("pmt");
+	cg_mkdir("pmt/a");
+	cg_mkdir("pmt/a/b");
+	cg_mkdir("pmt/a/c");
+	kt_limits_save();
+	kt_limits_open();
+	fd = kt_open();
+	test_hierarchy(fd);
+	test_storm(fd);
+	test_bad(fd);
+	close(fd);
+	cg_rmdir("pmt/a/b");
+	cg_rmdir("pmt/a");
+	cg_rmdir("pmt");
+	kt_limits_restore();
+	kt_expect_clean("t_cgroup end");
+	return kt_done();
+}
