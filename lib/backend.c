@@ -181,12 +181,6 @@ int pm_dev_free(struct pm_ctx *ctx, void *dev)
 int pm_copy_h2d(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 		size_t len, uint64_t *ev)
 {
-	return pm_copy_h2d_after(ctx, dst_dev, src_host, len, 0, ev);
-}
-
-int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
-		      size_t len, uint64_t after, uint64_t *ev)
-{
 	struct pm_backend *be;
 	int r;
 
@@ -198,7 +192,7 @@ int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 	if (!dst_dev || !src_host)
 		return pm_ctx_error(ctx, -EINVAL, "pm_copy_h2d: NULL %s",
 				    dst_dev ? "source" : "destination");
-	r = be->ops->copy_h2d(be, dst_dev, src_host, len, after, ev);
+	r = be->ops->copy_h2d(be, dst_dev, src_host, len, ev);
 	return r ? fail(ctx, be, r, "pm_copy_h2d") : 0;
 }
 

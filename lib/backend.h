@@ -34,12 +34,11 @@ struct pm_backend_ops {
 	int (*dev_alloc)(struct pm_backend *be, size_t len, void **devp);
 	int (*dev_free)(struct pm_backend *be, void *dev);
 	/*
-	 * Queue a copy that starts after event `after` (0: none) completed;
-	 * if evp, record an event after it into *evp.  On failure nothing of
-	 * the copy is left running (it no longer reads src).
+	 * Queue a copy; if evp, record an event after it into *evp.  On
+	 * failure nothing of the copy is left running (it no longer reads src).
 	 */
 	int (*copy_h2d)(struct pm_backend *be, void *dst, const void *src,
-			size_t len, uint64_t after, uint64_t *evp);
+			size_t len, uint64_t *evp);
 	/* Record an event covering the work queued so far on a caller's stream (cuda: cudaStream_t). */
 	int (*record_on)(struct pm_backend *be, void *stream, uint64_t *evp);
 	/* Make a caller's stream wait for ev without blocking (cuda); host: wait for ev. */
@@ -102,9 +101,6 @@ int pm_backend_host_create(struct pm_backend **bep);
  */
 bool pm_gpu_present(const char *root, char *what, size_t len);
 
-/* pm_copy_h2d, starting after event `after` (0: none).  Any thread. */
-int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
-		      size_t len, uint64_t after, uint64_t *ev);
 /* Record an event on a caller's stream; the error goes to the context.  Any thread. */
 int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev);
 /* Order a caller's stream after ev; the error goes to the context.  Any thread. */

@@ -283,20 +283,12 @@ static struct cuda_event *find_event(struct cuda_be *c, uint64_t id)
 
 /* The copy part of cuda_copy_h2d (c->lock held, inside the guard). */
 static int copy_locked(struct cuda_be *c, void *dst, const void *src, size_t len,
-		       uint64_t after, uint64_t *evp)
+		       uint64_t *evp)
 {
-	struct cuda_event *e = NULL, *a;
+	struct cuda_event *e = NULL;
 	uint64_t id = 0;
 	int r;
 
-	if (after) {
-		a = find_event(c, after);
-		if (!a)
-			return -EINVAL;
-		r = check(c, c->rt.StreamWaitEvent(c->stream, a->ev, 0), "cudaStreamWaitEvent");
-		if (r)
-			return r;
-	}
 	/* Take the event first: a copy must not be queued without its event. */
 	if (evp) {
 		e = get_event(c, &id);
@@ -322,7 +314,7 @@ static int copy_locked(struct cuda_be *c, void *dst, const void *src, size_t len
 }
 
 static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
-			 size_t len, uint64_t after, uint64_t *evp)
+			 size_t len, uint64_t *evp)
 {
 	struct cuda_be *c = cb(be);
 	int r = guard_enter(c);
@@ -330,7 +322,7 @@ static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
 	if (r)
 		return r;
 	pthread_mutex_lock(&c->lock);
-	r = copy_locked(c, dst, src, len, after, evp);
+	r = copy_locked(c, dst, src, len, evp);
 	pthread_mutex_unlock(&c->lock);
 	guard_exit(c);
 	return r;

@@ -232,20 +232,13 @@ static uint64_t add_event(struct host_be *h, uint64_t seq)
 	return h->next_id;
 }
 
-static ssize_t find_event(struct host_be *h, uint64_t ev);
-
 static int host_copy_h2d(struct pm_backend *be, void *dst, const void *src,
-			 size_t len, uint64_t after, uint64_t *evp)
+			 size_t len, uint64_t *evp)
 {
 	struct host_be *h = hb(be);
 	int r = 0;
 
 	pthread_mutex_lock(&h->lock);
-	/* One queue runs in order: whatever `after` covers runs first anyway. */
-	if (after && find_event(h, after) < 0) {
-		r = -EINVAL;
-		goto out;
-	}
 	if (!find_range(h->devs, dst, len)) {
 		r = pm_backend_error(be, -EINVAL,
 				     "destination %p + %zu is not inside device memory from pm_dev_alloc",

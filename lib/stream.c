@@ -288,7 +288,7 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		sl->copy_done = false;
 		sl->t_copy0 = now_ns();
 		/* the consumer's work on this slot finished before it was read into */
-		ret = pm_copy_h2d_after(s->ctx, sl->b.dev, sl->b.host, sl->b.span, 0, &sl->ev);
+		ret = pm_copy_h2d(s->ctx, sl->b.dev, sl->b.host, sl->b.span, &sl->ev);
 		if (ret) {
 			sl->err = ret;
 			sl->ev = 0;

@@ -8,6 +8,7 @@
  * failed event record that leaves no copy running, the CUDA error codes
  * turned into errno and sentences, and teardown.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -25,10 +26,17 @@ static cudastub_hold_fn *stub_hold;
 static cudastub_complete_fn *stub_complete;
 static cudastub_mark_fn *stub_mark;
 static cudastub_log_at_fn *stub_log_at;
+static cudastub_log_count_fn *stub_log_count;
 static cudastub_find_fn *stub_find;
 static cudastub_count_fn *stub_count;
 static __typeof__(cudaGetDevice) *rt_get_device;
 static __typeof__(cudaSetDevice) *rt_set_device;
+static __typeof__(cudaStreamCreateWithFlags) *rt_stream_create;
+static __typeof__(cudaStreamSynchronize) *rt_stream_sync;
+static __typeof__(cudaStreamDestroy) *rt_stream_destroy;
+static __typeof__(cudaMalloc) *rt_malloc;
+static __typeof__(cudaFree) *rt_free;
+static __typeof__(cudaMemcpyAsync) *rt_memcpy_async;
 
 static void mark(const char *what)
 {
@@ -278,6 +286,57 @@ static void dev_free_failure_keeps_memory(void **state)
 	assert_int_equal(pm_dev_free(ctx, dev), -EINVAL);
 	pm_close(ctx);
 	assert_int_equal(stub_count("retained0"), 0);
+}
+
+/*
+ * Teardown when the context cannot be pushed: no CUDA call on whatever the
+ * thread has current, the host bookkeeping is freed anyway (LeakSanitizer in
+ * unit-check-asan), and the primary context is released.
+ */
+static void teardown_without_guard(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	void *dev;
+	int i;
+
+	assert_int_equal(pm_dev_alloc(ctx, 4096, &dev), 0);
+	assert_int_equal(pm_dev_alloc(ctx, 4096, &dev), 0);
+	stub_fail("cuCtxPushCurrent_v2", 1, CUDA_ERROR_INVALID_CONTEXT);
+	i = stub_log_count();
+	pm_close(ctx);
+	for (; stub_log_at(i); i++)
+		assert_string_not_equal(stub_log_at(i)->fn, "cudaFree");
+	assert_int_equal(stub_count("retained0"), 0);
+}
+
+/*
+ * Buffers are registered Portable: a consumer on another device (its own
+ * context) copies from them as pinned memory, which the runtime allows only
+ * for Portable registrations (the stand-in counts other copies as pageable).
+ */
+static void buffers_pinned_for_every_device(void **state)
+{
+	struct pm_ctx *ctx;
+	struct pm_buf *b;
+	cudaStream_t cs;
+	char err[256] = "";
+	void *dev;
+
+	stub_reset(2, 0);
+	if (open_cuda(&ctx, PM_BACKEND_CUDA, 0, err, sizeof(err)))
+		fail_msg("pm_open: %s", err);
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	assert_int_equal(rt_set_device(1), cudaSuccess);
+	assert_int_equal(rt_stream_create(&cs, cudaStreamNonBlocking), cudaSuccess);
+	assert_int_equal(rt_malloc(&dev, 1 * MiB), cudaSuccess);
+	assert_int_equal(rt_memcpy_async(dev, pm_buf_ptr(b), 1 * MiB, cudaMemcpyHostToDevice, cs),
+			 cudaSuccess);
+	assert_int_equal(rt_stream_sync(cs), cudaSuccess);
+	assert_int_equal(stub_count("unregistered_copies"), 0);
+	assert_int_equal(rt_free(dev), cudaSuccess);
+	assert_int_equal(rt_stream_destroy(cs), cudaSuccess);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	pm_close(ctx);
 }
 
 static void explicit_cuda_fails_clearly(void **state)
@@ -695,6 +754,8 @@ int main(void)
 		cmocka_unit_test_setup(auto_names_the_cuda_error, setup),
 		cmocka_unit_test_setup(no_driver_guard_fails, setup),
 		cmocka_unit_test_setup(dev_free_failure_keeps_memory, setup),
+		cmocka_unit_test_setup(teardown_without_guard, setup),
+		cmocka_unit_test_setup(buffers_pinned_for_every_device, setup),
 		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
 		cmocka_unit_test_setup(library_from_environment, setup),
 		cmocka_unit_test_setup(stream_on_chosen_device, setup),
@@ -727,10 +788,17 @@ int main(void)
 	LOAD(stub_complete, "cudastub_complete");
 	LOAD(stub_mark, "cudastub_mark");
 	LOAD(stub_log_at, "cudastub_log_at");
+	LOAD(stub_log_count, "cudastub_log_count");
 	LOAD(stub_find, "cudastub_find");
 	LOAD(stub_count, "cudastub_count");
 	LOAD(rt_get_device, "cudaGetDevice");
 	LOAD(rt_set_device, "cudaSetDevice");
+	LOAD(rt_stream_create, "cudaStreamCreateWithFlags");
+	LOAD(rt_stream_sync, "cudaStreamSynchronize");
+	LOAD(rt_stream_destroy, "cudaStreamDestroy");
+	LOAD(rt_malloc, "cudaMalloc");
+	LOAD(rt_free, "cudaFree");
+	LOAD(rt_memcpy_async, "cudaMemcpyAsync");
 	r = cmocka_run_group_tests(tests, NULL, NULL);
 	stub_reset(0, 0);
 	dlclose(h);
