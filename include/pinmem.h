@@ -143,6 +143,9 @@ struct pm_buf_opts {
 /* io_uring registers at most 1 GiB per iovec. */
 #define PM_URING_IOVEC_MAX	(1ULL << 30)
 
+/* The library's version, "MAJOR.MINOR.PATCH" (a program may run against a newer library than its header).  Any thread. */
+PM_API const char *pm_version(void);
+
 /* Open a context; *ctxp is set on success.  Any thread. */
 PM_API int pm_open(struct pm_ctx **ctxp, const struct pm_open_opts *opts);
 /* Free every buffer and device allocation still held, then the context.  One thread, last call. */

@@ -23,23 +23,28 @@
  * hands the batch to the consumer (see "GPU hand-off" below).  A slot is
  * reused only after the consumer released its batch.
  *
- * GPU hand-off (struct pm_stream_opts.handoff), never a host synchronisation
- * on the consumer's hot path:
+ * GPU hand-off (struct pm_stream_opts.handoff):
  *
  *   PM_HANDOFF_COPIED  (default) a batch is delivered once its copy to
  *                      batch->dev completed; any stream may read it.
+ *                      pm_stream_next blocks the consumer thread until the
+ *                      copy completed (cudaEventSynchronize): simple, but a
+ *                      host synchronisation per batch.  GPU consumers
+ *                      should use QUEUED.
  *   PM_HANDOFF_QUEUED  a batch is delivered as soon as its copy is queued;
  *                      order GPU work after it with pm_stream_batch_wait()
  *                      (cudaStreamWaitEvent on the copy's event).  A copy
  *                      that fails after delivery stops the stream: the next
- *                      pm_stream_next returns its error.
+ *                      pm_stream_next returns its error.  No host
+ *                      synchronisation on the consumer's thread.
  *   PM_HANDOFF_HOST    no device buffers (batch->dev is NULL); the slots are
  *                      pinned and registered, the consumer copies from
  *                      batch->host on its own stream.
  *
  * Release a batch read by GPU work with pm_stream_release_on(s, b, stream):
- * the slot (its device buffer; in HOST mode its host memory) is rewritten
- * only after the work queued on that stream before the call completed.  The
+ * the slot (its host memory and its device buffer, in every mode) is
+ * rewritten only after the work queued on that stream before the call
+ * completed; the reader thread waits for that, the consumer never does.  The
  * usual loop, one process per GPU (opts: cuda_device = LOCAL_RANK):
  *
  *     while (!pm_stream_next(s, &b) && b) {
@@ -103,6 +108,20 @@ PM_API int pm_manifest_parse(struct pm_manifest *m, const char *text,
 /* Append the items of a manifest file (see the format above).  One thread. */
 PM_API int pm_manifest_load(struct pm_manifest *m, const char *path,
 			    char *err, size_t errlen);
+/*
+ * Append one item per regular member of a tar archive (POSIX ustar, GNU
+ * long names and base-256 sizes, pax path/size records), read in place by
+ * offset from the archive.  Members are grouped into samples by WebDataset
+ * key (the member's path up to the first dot of its file name): one
+ * sample's members are consecutive items sharing pm_manifest_sample().
+ * Empty members and archives add no items.  A bad archive (truncated, corrupt header checksum, a member past the end,
+ * an unreadable size) is -EINVAL with a sentence naming the archive and the
+ * header's offset, and adds nothing.  One thread.
+ */
+PM_API int pm_manifest_add_tar(struct pm_manifest *m, const char *path,
+			       char *err, size_t errlen);
+/* Sample number of item i (items not from a tar are a sample each); -ERANGE when out of range.  Any thread. */
+PM_API int64_t pm_manifest_sample(const struct pm_manifest *m, size_t i);
 /* Number of items.  Any thread. */
 PM_API size_t pm_manifest_count(const struct pm_manifest *m);
 /* Sum of item lengths.  Any thread. */
@@ -143,6 +162,11 @@ enum pm_order {
  * item); PAD repeats items from the start of the epoch's order so every rank
  * gets the same count (DistributedSampler, drop_last=False); DROP drops the
  * tail so every rank gets the same count (drop_last=True).
+ *
+ * Whatever the item sizes, every rank gets the same number of batches per
+ * epoch (DDP hangs otherwise): a rank that packs into fewer batches splits
+ * its fullest ones, and under EXACT a rank with one item less than needed
+ * repeats its first item of the epoch.
  */
 enum pm_shard_pad {
 	PM_SHARD_EXACT = 0,
@@ -161,7 +185,7 @@ enum pm_handoff {
 struct pm_stream_opts {
 	uint32_t slots;		/* ring slots [4] */
 	uint32_t prefetch;	/* most batches read ahead of the consumer [slots] */
-	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or enough for batch_items of the largest items] */
+	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or with batch_items the largest batch this rank's plan makes] */
 	uint32_t batch_items;	/* most items per batch [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */
@@ -180,6 +204,12 @@ struct pm_stream_opts {
 	enum pm_page_kind pages;	/* pages asked for the slot buffer [PM_PAGES_DEFAULT asks for THP: slots are large and long-lived] */
 	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
 	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
+	/*
+	 * Room to grow: new options are carved out of it, so a program built
+	 * against this header keeps working with a later library.  Must be
+	 * zero (pm_stream_opts_init zeroes it): -EINVAL otherwise.
+	 */
+	uint64_t reserved[8];
 };
 
 /* One item of a delivered batch. */
@@ -192,7 +222,7 @@ struct pm_batch_item {
 	uint64_t slot_offset;	/* item bytes are host + slot_offset and dev + slot_offset */
 };
 
-/* A batch handed to the consumer; valid until pm_stream_release. */
+/* A batch handed to the consumer; valid until pm_stream_release or pm_stream_release_on. */
 struct pm_batch {
 	uint64_t seq;		/* batch number in stream order, from 0 */
 	uint32_t epoch;
@@ -242,10 +272,11 @@ struct pm_stream_stats {
 	uint32_t slots;
 	uint64_t slot_bytes;
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
-	int32_t numa_node;	/* NUMA node the slots are on, -1 when not placed */
-	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint64_t total_items;	/* items this rank will see over all epochs */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
+	int32_t numa_node;	/* NUMA node of the slots' first page, -1 when not placed */
+	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
+	uint64_t reserved[16];	/* room for new counters; zero */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */
@@ -254,34 +285,43 @@ PM_API void pm_stream_opts_init(struct pm_stream_opts *opts);
 PM_API int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 			    const struct pm_stream_opts *opts,
 			    struct pm_stream **sp);
-/* Stop reading, wait for queued I/O and copies, free everything, at any point.  One thread, last call. */
+/*
+ * Stop reading, wait for queued I/O and copies, free everything, at any
+ * point.  The events of pm_stream_release_on are waited for before the
+ * slots are unregistered and freed; a batch still held is freed as it is,
+ * so GPU work reading its b->host (PM_HANDOFF_HOST: the consumer's own copy)
+ * or b->dev must be finished (or the batch released against its stream)
+ * before this call.  One thread, last call.
+ */
 PM_API void pm_stream_destroy(struct pm_stream *s);
 /* Next batch (COPIED: its copy completed; QUEUED: its copy queued): 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error names the item), -EDEADLK when the consumer holds every slot.  One thread. */
 PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
 /* Give a batch's slot back to the ring now (host consumers); -EINVAL if not a batch held by the consumer.  One thread. */
 PM_API int pm_stream_release(struct pm_stream *s, struct pm_batch *batch);
 /*
- * Make work queued on cuda_stream (a cudaStream_t; NULL is the legacy default
- * stream) after this call wait until the batch's copy completed
- * (cudaStreamWaitEvent), without blocking the caller.  Host backend: waits on
- * the host; PM_HANDOFF_HOST, COPIED or backend "none": nothing to wait for.
- * -EINVAL if not a batch held by the consumer.  One thread.
+ * Order cuda_stream after the batch's copy: cuda backend, queues a wait
+ * (cudaStreamWaitEvent) and returns at once; host backend, blocks until the
+ * copy completed.  cuda_stream is a cudaStream_t of the context's device;
+ * NULL is the context device's legacy default stream.  PM_HANDOFF_HOST,
+ * COPIED or backend "none": nothing to wait for.  -EINVAL if not a batch
+ * held by the consumer.  One thread.
  */
 PM_API int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch,
 				void *cuda_stream);
 /*
  * Give a batch's slot back to the ring once the work queued on cuda_stream
- * before this call completed (an event recorded on it; the next copy into the
- * slot's device buffer waits for it on the device, and in PM_HANDOFF_HOST the
- * reader waits for it before reading into the slot).  The caller never
- * blocks.  On failure (-EINVAL: not a held batch; a CUDA error, sentence in
+ * (a cudaStream_t of the context's device; NULL: its legacy default stream)
+ * before this call completed: an event is recorded on it, and in every mode
+ * the reader thread waits for it before reading into the host slot, so
+ * neither the host slot nor the device buffer is rewritten under that work.
+ * The caller never blocks.  On failure (-EINVAL: not a held batch; a CUDA error, sentence in
  * pm_stream_error) the batch stays held.  One thread.
  */
 PM_API int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch,
 				void *cuda_stream);
 /* Sentence describing the last failed batch, "" if none.  One thread. */
 PM_API const char *pm_stream_error(struct pm_stream *s);
-/* Counters and latencies so far.  Any thread. */
+/* Counters and latencies so far; -ECHILD in a forked child.  Any thread. */
 PM_API int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st);
 /* Number of files (the manifest's paths).  Any thread. */
 PM_API uint32_t pm_stream_nfiles(struct pm_stream *s);

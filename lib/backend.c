@@ -79,8 +79,10 @@ bool pm_gpu_present(const char *root, char *what, size_t len)
 int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cfg,
 		      struct pm_backend **bep, char *note, size_t note_len)
 {
-	char scratch[8], why[256], gpu[PATH_MAX + 32];
+	char scratch[8], why[384], gpu[PATH_MAX + 32];
+#ifdef PM_HAVE_CUDA
 	int r;
+#endif
 
 	if (!note) {
 		note = scratch;
@@ -95,7 +97,8 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 		return pm_backend_host_create(bep);
 	case PM_BACKEND_CUDA:
 #ifdef PM_HAVE_CUDA
-		return pm_backend_cuda_create(cfg, bep, note, note_len);
+		r = pm_backend_cuda_create(cfg, bep, note, note_len);
+		return r == -ELIBACC ? -ENODEV : r;
 #else
 		snprintf(note, note_len, "libpinmem was built without CUDA");
 		return -EOPNOTSUPP;
@@ -106,14 +109,16 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 		if (!r)
 			return 0;
 #else
+		r = -ELIBACC;
 		snprintf(why, sizeof(why), "libpinmem was built without CUDA");
 #endif
 		/* "device" pointers in host memory make GPU kernels fault: never silently */
 		if (pm_gpu_present(cfg ? cfg->root : NULL, gpu, sizeof(gpu))) {
+			/* where to point it only when no runtime could be loaded */
 			snprintf(note, note_len,
-				 "an NVIDIA GPU is present (%s) but the cuda backend is not usable: %s; "
-				 "set PINMEM_CUDART (or cuda_library) to a libcudart.so, e.g. the one a pip-installed PyTorch carries in site-packages/nvidia/cuda_runtime/lib/, or ask for the host backend",
-				 gpu, why);
+				 "an NVIDIA GPU is present (%s) but the cuda backend is not usable: %s%s",
+				 gpu, why, r != -ELIBACC ? "" :
+				 "; set PINMEM_CUDART (or cuda_library) to a libcudart.so, e.g. the one a pip-installed PyTorch carries in site-packages/nvidia/cuda_runtime/lib/, or ask for the host backend");
 			return -ENODEV;
 		}
 		snprintf(note, note_len, "%s; no NVIDIA GPU here (%s), so copies go to host memory",

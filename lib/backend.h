@@ -109,7 +109,11 @@ int pm_copy_h2d_after(struct pm_ctx *ctx, void *dst_dev, const void *src_host,
 int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev);
 /* Order a caller's stream after ev; the error goes to the context.  Any thread. */
 int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev);
-/* Only in builds with PM_HAVE_CUDA. */
+/*
+ * Only in builds with PM_HAVE_CUDA.  -ELIBACC when no usable CUDA runtime
+ * could be loaded (pm_backend_create tells where to point it), -ENODEV when
+ * the runtime loaded but says the GPU is not usable (note names its error).
+ */
 int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			   struct pm_backend **bep, char *note, size_t note_len);
 

@@ -18,8 +18,9 @@
  * never changed and no context is ever created on a device the user did not
  * choose (with CUDA 12, cudaSetDevice alone creates one, so "set, then
  * restore the caller's device 0" would open a context on GPU 0 from every
- * rank).  Where the driver calls cannot be resolved, the guard falls back to
- * cudaGetDevice/cudaSetDevice and restores the caller's device.  The stream
+ * rank).  Without the driver calls there is no such guard, so the backend
+ * is not created (a fallback through cudaSetDevice would open a context on
+ * the caller's device 0 from every fresh thread).  The stream
  * and the events are created up front, under the guard, on the chosen
  * device.
  */
@@ -137,52 +138,31 @@ static int check(struct cuda_be *c, cudaError_t e, const char *call)
 
 /* --- the device guard --- */
 
-struct guard {
-	int prev;		/* runtime fallback: the caller's device */
-	bool pushed, set;
-};
-
-/* Make the chosen device's context current for this thread; 0 or -errno. */
-static int guard_enter(struct cuda_be *c, struct guard *g)
+/* Make the chosen device's primary context current for this thread; 0 or -errno. */
+static int guard_enter(struct cuda_be *c)
 {
-	CUresult cr;
+	CUresult cr = c->drv.CtxPush(c->drv.ctx);
 
-	g->pushed = g->set = false;
-	if (c->drv.ctx) {
-		cr = c->drv.CtxPush(c->drv.ctx);
-		if (cr != CUDA_SUCCESS)
-			return pm_backend_error(&c->be, -EIO, "cuCtxPushCurrent: CUresult %d",
-						(int)cr);
-		g->pushed = true;
-		return 0;
-	}
-	if (check(c, c->rt.GetDevice(&g->prev), "cudaGetDevice"))
-		return -EIO;
-	if (g->prev == c->device)
-		return 0;
-	g->set = true;
-	return check(c, c->rt.SetDevice(c->device), "cudaSetDevice");
+	if (cr != CUDA_SUCCESS)
+		return pm_backend_error(&c->be, -EIO, "cuCtxPushCurrent: CUresult %d", (int)cr);
+	return 0;
 }
 
-/* Give the caller back its context or device. */
-static void guard_exit(struct cuda_be *c, struct guard *g)
+/* Give the caller back its own context. */
+static void guard_exit(struct cuda_be *c)
 {
 	CUcontext popped;
 
-	if (g->pushed)
-		c->drv.CtxPop(&popped);
-	else if (g->set)
-		c->rt.SetDevice(g->prev);
+	c->drv.CtxPop(&popped);
 }
 
 /* One runtime call inside the guard: 0 or -errno (recorded). */
 #define GUARDED(c, call, name)						\
 	({								\
-		struct guard g_;					\
-		int r_ = guard_enter(c, &g_);				\
+		int r_ = guard_enter(c);				\
 		if (!r_) {						\
 			r_ = check(c, call, name);			\
-			guard_exit(c, &g_);				\
+			guard_exit(c);					\
 		}							\
 		r_;							\
 	})
@@ -229,19 +209,26 @@ static int cuda_dev_free(struct pm_backend *be, void *dev)
 {
 	struct cuda_be *c = cb(be);
 	struct cuda_dev **pp, *d;
+	int r;
 
 	pthread_mutex_lock(&c->lock);
 	for (pp = &c->devs; *pp && (*pp)->p != dev; pp = &(*pp)->next)
 		;
 	d = *pp;
-	if (d)
-		*pp = d->next;
 	pthread_mutex_unlock(&c->lock);
 	if (!d)
 		return pm_backend_error(be, -EINVAL, "%p is not device memory from pm_dev_alloc",
 					dev);
+	r = GUARDED(c, c->rt.Free(dev), "cudaFree");
+	if (r)
+		return r;	/* still ours: teardown frees it */
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->devs; *pp != d; pp = &(*pp)->next)
+		;
+	*pp = d->next;
+	pthread_mutex_unlock(&c->lock);
 	free(d);
-	return GUARDED(c, c->rt.Free(dev), "cudaFree");
+	return 0;
 }
 
 /* Make events n.. up to cap (c->lock held, inside the guard). */
@@ -338,15 +325,14 @@ static int cuda_copy_h2d(struct pm_backend *be, void *dst, const void *src,
 			 size_t len, uint64_t after, uint64_t *evp)
 {
 	struct cuda_be *c = cb(be);
-	struct guard g;
-	int r = guard_enter(c, &g);
+	int r = guard_enter(c);
 
 	if (r)
 		return r;
 	pthread_mutex_lock(&c->lock);
 	r = copy_locked(c, dst, src, len, after, evp);
 	pthread_mutex_unlock(&c->lock);
-	guard_exit(c, &g);
+	guard_exit(c);
 	return r;
 }
 
@@ -354,9 +340,8 @@ static int cuda_record_on(struct pm_backend *be, void *stream, uint64_t *evp)
 {
 	struct cuda_be *c = cb(be);
 	struct cuda_event *e;
-	struct guard g;
 	uint64_t id;
-	int r = guard_enter(c, &g);
+	int r = guard_enter(c);
 
 	if (r)
 		return r;
@@ -369,7 +354,7 @@ static int cuda_record_on(struct pm_backend *be, void *stream, uint64_t *evp)
 		*evp = id;
 	}
 	pthread_mutex_unlock(&c->lock);
-	guard_exit(c, &g);
+	guard_exit(c);
 	return r;
 }
 
@@ -377,8 +362,7 @@ static int cuda_stream_wait(struct pm_backend *be, void *stream, uint64_t id)
 {
 	struct cuda_be *c = cb(be);
 	struct cuda_event *e;
-	struct guard g;
-	int r = guard_enter(c, &g);
+	int r = guard_enter(c);
 
 	if (r)
 		return r;
@@ -387,7 +371,7 @@ static int cuda_stream_wait(struct pm_backend *be, void *stream, uint64_t id)
 	r = e ? check(c, c->rt.StreamWaitEvent((cudaStream_t)stream, e->ev, 0),
 		      "cudaStreamWaitEvent") : -EINVAL;
 	pthread_mutex_unlock(&c->lock);
-	guard_exit(c, &g);
+	guard_exit(c);
 	return r;
 }
 
@@ -395,8 +379,7 @@ static int cuda_copy_d2h(struct pm_backend *be, void *dst, const void *src,
 			 size_t len)
 {
 	struct cuda_be *c = cb(be);
-	struct guard g;
-	int r = guard_enter(c, &g);
+	int r = guard_enter(c);
 
 	if (r)
 		return r;
@@ -406,7 +389,7 @@ static int cuda_copy_d2h(struct pm_backend *be, void *dst, const void *src,
 	pthread_mutex_unlock(&c->lock);
 	if (!r)
 		r = check(c, c->rt.StreamSynchronize(c->stream), "cudaStreamSynchronize");
-	guard_exit(c, &g);
+	guard_exit(c);
 	return r;
 }
 
@@ -415,8 +398,7 @@ static int cuda_event_query(struct pm_backend *be, uint64_t id)
 	struct cuda_be *c = cb(be);
 	struct cuda_event *e;
 	cudaError_t err;
-	struct guard g;
-	int r = guard_enter(c, &g);
+	int r = guard_enter(c);
 
 	if (r)
 		return r;
@@ -430,7 +412,7 @@ static int cuda_event_query(struct pm_backend *be, uint64_t id)
 		    check(c, err, "cudaEventQuery");
 	}
 	pthread_mutex_unlock(&c->lock);
-	guard_exit(c, &g);
+	guard_exit(c);
 	return r;
 }
 
@@ -465,26 +447,32 @@ static int cuda_event_release(struct pm_backend *be, uint64_t id)
 	return e ? 0 : -EINVAL;
 }
 
+/*
+ * Everything this backend made, and its host bookkeeping in every case.
+ * Without the guard (the context cannot be pushed) nothing is called on
+ * another context: the stream, events and device memory then go with the
+ * primary context when its last retain is released.
+ */
 static void cuda_teardown(struct cuda_be *c)
 {
+	bool guarded = c->drv.ctx && !guard_enter(c);
 	struct cuda_dev *d;
-	struct guard g;
 	size_t i;
 
-	if (c->rt.dl && !guard_enter(c, &g)) {
-		if (c->stream) {
-			c->rt.StreamSynchronize(c->stream);
-			c->rt.StreamDestroy(c->stream);
-		}
-		for (i = 0; i < c->nevents; i++)
-			c->rt.EventDestroy(c->events[i].ev);
-		while ((d = c->devs)) {
-			c->devs = d->next;
-			c->rt.Free(d->p);
-			free(d);
-		}
-		guard_exit(c, &g);
+	if (guarded && c->stream) {
+		c->rt.StreamSynchronize(c->stream);
+		c->rt.StreamDestroy(c->stream);
 	}
+	for (i = 0; guarded && i < c->nevents; i++)
+		c->rt.EventDestroy(c->events[i].ev);
+	while ((d = c->devs)) {
+		c->devs = d->next;
+		if (guarded)
+			c->rt.Free(d->p);
+		free(d);
+	}
+	if (guarded)
+		guard_exit(c);
 	if (c->drv.ctx)
 		c->drv.PrimaryCtxRelease(c->drv.dev);
 	free(c->events);
@@ -522,7 +510,7 @@ static const struct pm_backend_ops cuda_ops = {
 #define PM_CUDA_LIBDIR "/usr/local/cuda/lib64"
 #endif
 
-/* The runtime: an explicit path, $PINMEM_CUDART, or the usual sonames. */
+/* The runtime: an explicit path, $PINMEM_CUDART, or the usual sonames; 0 or -ELIBACC. */
 static int load_cudart(struct cudart *rt, const char *path, char *note, size_t len)
 {
 	static const char *const names[] = {
@@ -540,7 +528,7 @@ static int load_cudart(struct cudart *rt, const char *path, char *note, size_t l
 		rt->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 		if (!rt->dl) {
 			snprintf(note, len, "cannot load the CUDA runtime%s: %s", from, dlerror());
-			return -ENODEV;
+			return -ELIBACC;
 		}
 	} else {
 		for (i = 0; i < sizeof(names) / sizeof(names[0]) && !rt->dl; i++)
@@ -549,7 +537,7 @@ static int load_cudart(struct cudart *rt, const char *path, char *note, size_t l
 			snprintf(note, len,
 				 "no CUDA runtime found (looked for libcudart.so.13, .12, .11.0 and libcudart.so on the library path, and %s/libcudart.so)",
 				 PM_CUDA_LIBDIR);
-			return -ENODEV;
+			return -ELIBACC;
 		}
 	}
 #define X(n) \
@@ -561,41 +549,79 @@ static int load_cudart(struct cudart *rt, const char *path, char *note, size_t l
 		snprintf(note, len, "the CUDA runtime lacks %s", missing);
 		dlclose(rt->dl);
 		rt->dl = NULL;
-		return -ENODEV;
+		return -ELIBACC;
 	}
 	return 0;
 }
 
 /*
  * The driver calls of the guard, from the runtime's own library (the test
- * stand-in has them) or from libcuda, which the runtime has loaded by now.
- * Without them the guard falls back to the runtime's device calls.
+ * stand-in has them) or from libcuda, which the runtime has loaded by now,
+ * and the chosen device's primary context retained; 0 or -ENODEV with why
+ * in note.
  */
-static void load_driver(struct cuda_be *c)
+static int load_driver(struct cuda_be *c, char *note, size_t len)
 {
 	struct cudrv *d = &c->drv;
+	const char *missing = NULL;
 	void *h = c->rt.dl;
-	bool ok = true;
+	CUresult cr;
 
 	if (!dlsym(h, "cuCtxPushCurrent_v2")) {
 		d->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 		h = d->dl;
 	}
-	if (!h)
-		return;
-#define X(n, sym) ok = ok && (*(void **)&d->n = dlsym(h, sym)) != NULL;
+	if (!h) {
+		snprintf(note, len,
+			 "the CUDA runtime loaded but the driver library libcuda.so.1 did not (%s): libpinmem keeps every CUDA call on device %d through the driver's cuCtxPushCurrent, so it does not run without it; install the NVIDIA driver's libcuda",
+			 dlerror(), c->device);
+		return -ENODEV;
+	}
+#define X(n, sym) \
+	if (!missing && !(*(void **)&d->n = dlsym(h, sym))) \
+		missing = sym;
 	CUDRV_FNS(X)
 #undef X
-	if (!ok || d->Init(0) != CUDA_SUCCESS || d->DeviceGet(&d->dev, c->device) != CUDA_SUCCESS ||
-	    d->PrimaryCtxRetain(&d->ctx, d->dev) != CUDA_SUCCESS)
+	if (missing) {
+		snprintf(note, len,
+			 "the CUDA driver library lacks %s: libpinmem keeps every CUDA call on device %d through the driver's primary context calls, so it does not run without them; update the NVIDIA driver",
+			 missing, c->device);
+		return -ENODEV;
+	}
+	cr = d->Init(0);
+	if (cr == CUDA_SUCCESS)
+		cr = d->DeviceGet(&d->dev, c->device);
+	if (cr == CUDA_SUCCESS)
+		cr = d->PrimaryCtxRetain(&d->ctx, d->dev);
+	if (cr != CUDA_SUCCESS) {
 		d->ctx = NULL;
+		snprintf(note, len,
+			 "the CUDA driver refused device %d's primary context (CUresult %d), which every CUDA call of libpinmem runs in; check nvidia-smi and that the device is not in exclusive-process mode held by another process",
+			 c->device, (int)cr);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* What to do about a runtime error at device discovery. */
+static const char *cuda_advice(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorInitializationError:
+		return "the CUDA runtime cannot initialise in this process; a process forked after CUDA was initialised in its parent never can: start workers with the spawn method, or open a context with PM_BACKEND_HOST or PM_BACKEND_NONE in the child";
+	case cudaErrorNoDevice:
+		return "no CUDA device is visible to this process: check CUDA_VISIBLE_DEVICES (empty hides every GPU) and nvidia-smi";
+	case cudaErrorInsufficientDriver:
+		return "the NVIDIA driver is older than this CUDA runtime: update the driver, or point PINMEM_CUDART at an older libcudart";
+	default:
+		return "check nvidia-smi and the kernel log (dmesg) for the GPU's state";
+	}
 }
 
 int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			   struct pm_backend **bep, char *note, size_t note_len)
 {
 	struct cuda_be *c = calloc(1, sizeof(*c));
-	struct guard g;
 	cudaError_t e;
 	int n = 0, r;
 
@@ -610,7 +636,8 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 	r = -ENODEV;
 	e = c->rt.GetDeviceCount(&n);
 	if (e != cudaSuccess) {
-		snprintf(note, note_len, "cudaGetDeviceCount: %s", c->rt.GetErrorName(e));
+		snprintf(note, note_len, "cudaGetDeviceCount: %s (%d): %s", c->rt.GetErrorName(e),
+			 (int)e, cuda_advice(e));
 		goto fail;
 	}
 	if (c->device < 0 || c->device >= n) {
@@ -618,8 +645,10 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			 "no CUDA device (device %d asked for)", c->device, n);
 		goto fail;
 	}
-	load_driver(c);
-	r = guard_enter(c, &g);
+	r = load_driver(c, note, note_len);
+	if (r)
+		goto fail;
+	r = guard_enter(c);
 	if (!r) {
 		r = check(c, c->rt.StreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
 			  "cudaStreamCreateWithFlags");
@@ -634,7 +663,7 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 		if (!r && c->rt.DeviceGetPCIBusId(c->be.pci_bus_id, sizeof(c->be.pci_bus_id),
 						  c->device) != cudaSuccess)
 			c->be.pci_bus_id[0] = '\0';
-		guard_exit(c, &g);
+		guard_exit(c);
 	}
 	if (r) {
 		snprintf(note, note_len, "%s", c->be.err);

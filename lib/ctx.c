@@ -68,7 +68,7 @@ int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call)
 	if (!pm_ctx_forked(ctx))
 		return 0;
 	return pm_ctx_error(ctx, -ECHILD,
-			    "%s: this context belongs to process %d and this is a process forked from it; its pinned slots are not mapped here (MADV_DONTFORK) and its threads and CUDA state do not exist here: open a new context in this process",
+			    "%s: this context belongs to process %d and this is a process forked from it; its pinned slots are not mapped here (MADV_DONTFORK) and its threads and CUDA state do not exist here: open a new context in this process with PM_BACKEND_HOST or PM_BACKEND_NONE (CUDA cannot be used in a process forked after it was initialised), or start workers with the spawn method",
 			    call, (int)ctx->pid);
 }
 

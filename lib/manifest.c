@@ -195,16 +195,18 @@ int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
 	it->path_id = id;
 	it->crc32c = crc32c;
 	it->has_crc32c = has_crc32c;
+	it->sample = m->nsamples++;	/* its own sample; a tar's members regroup */
 	m->bytes += length;
 	return 0;
 }
 
 /* Drop items and paths added after a failure: a failed call changes nothing. */
-static void truncate_to(struct pm_manifest *m, size_t n, uint32_t npaths)
+void pm_manifest_truncate(struct pm_manifest *m, size_t n, uint32_t npaths)
 {
 	for (size_t i = n; i < m->n; i++)
 		m->bytes -= m->items[i].length;
 	m->n = n;
+	m->nsamples = n ? m->items[n - 1].sample + 1 : 0;
 	if (npaths == m->npaths)
 		return;
 	for (uint32_t id = npaths; id < m->npaths; id++)
@@ -260,7 +262,7 @@ int pm_manifest_add_file(struct pm_manifest *m, const char *path,
 
 		ret = pm_manifest_add(m, path, off, len, false, 0, err, errlen);
 		if (ret) {
-			truncate_to(m, before, paths_before);
+			pm_manifest_truncate(m, before, paths_before);
 			return ret;
 		}
 	}
@@ -301,6 +303,11 @@ int pm_manifest_item(const struct pm_manifest *m, size_t i, struct pm_item *item
 	item->offset = it->offset;
 	item->length = it->length;
 	return 0;
+}
+
+int64_t pm_manifest_sample(const struct pm_manifest *m, size_t i)
+{
+	return i < m->n ? (int64_t)m->items[i].sample : -ERANGE;
 }
 
 /* --- text format --- */
@@ -484,7 +491,7 @@ int pm_manifest_parse(struct pm_manifest *m, const char *text, size_t len,
 	}
 	free(path);
 	if (ret < 0) {
-		truncate_to(m, before, paths_before);
+		pm_manifest_truncate(m, before, paths_before);
 		return ret;
 	}
 	if (m->n == before)

@@ -12,6 +12,7 @@ struct pm_mitem {
 	uint64_t length;
 	uint32_t path_id;
 	uint32_t crc32c;
+	uint32_t sample;	/* items of one sample (a tar's WebDataset key) share it */
 	uint8_t has_crc32c;
 };
 
@@ -21,9 +22,13 @@ struct pm_manifest {
 	uint64_t bytes;
 	char **paths;
 	uint32_t npaths, paths_cap;
+	uint32_t nsamples;
 	uint32_t *hash;		/* open addressing: path_id + 1, 0 empty */
 	uint32_t hash_size;	/* power of two, > 2 * npaths */
 };
+
+/* Drop items and paths added after the first n items and npaths paths. */
+void pm_manifest_truncate(struct pm_manifest *m, size_t n, uint32_t npaths);
 
 /* The id of the path made of len bytes at path; -ENOENT when not in m. */
 int pm_manifest_find(const struct pm_manifest *m, const char *path, size_t len,

@@ -6,6 +6,16 @@
  * permutation).  Sharding follows DistributedSampler: rank r takes positions
  * r, r + world, ... of the epoch's order, after padding or dropping per
  * enum pm_shard_pad.
+ *
+ * Equal steps: with several ranks every rank delivers the same number of
+ * batches per epoch, whatever the item sizes -- DDP runs collectives once
+ * per step, so a rank with one batch more waits forever.  Greedy packing
+ * gives ranks different counts when sizes differ, so each rank packs every
+ * rank's share (the plan is a pure function of the manifest: O(items) per
+ * epoch, nothing exchanged), and a rank with fewer batches splits its
+ * fullest batches in two until it has as many.  A rank with fewer items
+ * than that (one item less, in EXACT sharding) repeats its first item, as
+ * PAD does.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,7 +80,8 @@ int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
 	p->pad = pad;
 	p->shuffle = shuffle;
 	p->seed = seed;
-	p->order = malloc((count ? count : 1) * sizeof(*p->order));
+	/* one more: equal steps may repeat an item */
+	p->order = malloc((count + 1) * sizeof(*p->order));
 	if (shuffle)
 		p->perm = malloc((m->n ? m->n : 1) * sizeof(*p->perm));
 	if (!p->order || (shuffle && !p->perm)) {
@@ -84,7 +95,112 @@ void pm_plan_free(struct pm_plan *p)
 {
 	free(p->order);
 	free(p->perm);
+	free(p->bounds);
 	p->order = p->perm = NULL;
+	p->bounds = NULL;
+}
+
+/* Item of position k of rank's share of the current epoch. */
+static uint64_t share_item(const struct pm_plan *p, uint32_t rank, size_t k)
+{
+	size_t pos = (rank + k * (size_t)p->world) % p->m->n;
+
+	if (rank == p->rank && k < p->count)
+		return p->order[k];	/* this rank's, with a repeated item */
+	return p->shuffle ? p->perm[pos] : pos;
+}
+
+/* Items of the batch starting at position pos of rank's share (count items), greedy. */
+static size_t pack(const struct pm_plan *p, uint32_t rank, size_t count, size_t pos,
+		   const uint32_t *align, uint64_t slot_bytes, uint32_t max_items,
+		   uint64_t *span)
+{
+	uint64_t cur = 0;
+	size_t k;
+
+	for (k = 0; pos + k < count; k++) {
+		const struct pm_mitem *it = &p->m->items[share_item(p, rank, pos + k)];
+		struct pm_place pl;
+
+		if (max_items && k == max_items)
+			break;
+		pm_plan_place(cur, it, align[it->path_id], &pl);
+		if (pl.end > slot_bytes)
+			break;
+		cur = pl.end;
+	}
+	*span = cur;
+	return k;
+}
+
+static size_t count_batches(const struct pm_plan *p, uint32_t rank)
+{
+	size_t count = pm_plan_rank_count(p->m->n, rank, p->world, p->pad), n = 0;
+	uint64_t span;
+
+	for (size_t pos = 0, k; pos < count; pos += k, n++) {
+		k = pack(p, rank, count, pos, p->align, p->slot_bytes, p->max_items, &span);
+		if (!k)
+			k = 1;	/* too big for a slot: pm_stream_create refuses it */
+	}
+	return n;
+}
+
+/* This rank's batch bounds for the epoch, as many batches as the rank with the most. */
+static int equal_steps(struct pm_plan *p)
+{
+	size_t target = 0, n = 0, *b = p->bounds;
+	uint64_t span;
+
+	for (uint32_t r = 0; r < p->world; r++) {
+		size_t c = count_batches(p, r);
+
+		if (c > target)
+			target = c;
+	}
+	if (p->count < target) {
+		p->order[p->count++] = p->order[0];	/* at most one short: see above */
+	}
+	for (size_t pos = 0, k; pos < p->count; pos += k) {
+		k = pack(p, p->rank, p->count, pos, p->align, p->slot_bytes, p->max_items, &span);
+		if (!k)
+			k = 1;
+		if (n == target)
+			return -EINVAL;	/* cannot be: every rank's greedy count is <= target */
+		b[n++] = pos;
+	}
+	b[n] = p->count;
+	/* split the fullest batch until there are target batches */
+	while (n < target) {
+		size_t best = 0;
+
+		for (size_t i = 1; i < n; i++)
+			if (b[i + 1] - b[i] > b[best + 1] - b[best])
+				best = i;
+		if (b[best + 1] - b[best] < 2)
+			break;	/* fewer items than batches: cannot be after the repeat */
+		memmove(&b[best + 2], &b[best + 1], (n - best) * sizeof(*b));
+		b[best + 1] = b[best] + (b[best + 2] - b[best]) / 2;
+		n++;
+	}
+	p->nbatches = n;
+	return 0;
+}
+
+int pm_plan_packing(struct pm_plan *p, const uint32_t *align, uint64_t slot_bytes,
+		    uint32_t max_items)
+{
+	/* a rank has at most one item more than another: bounds for all of them, + 1 */
+	size_t most = pm_plan_rank_count(p->m->n, 0, p->world, p->pad) + 3;
+
+	p->align = align;
+	p->slot_bytes = slot_bytes;
+	p->max_items = max_items;
+	if (p->world == 1)
+		return 0;
+	free(p->bounds);
+	p->bounds = malloc(most * sizeof(*p->bounds));
+	return p->bounds ? 0 : -ENOMEM;
 }
 
 int pm_plan_epoch(struct pm_plan *p, uint32_t epoch)
@@ -105,12 +221,13 @@ int pm_plan_epoch(struct pm_plan *p, uint32_t epoch)
 		}
 	}
 	/* position k of this rank is position rank + k * world of the padded order */
-	for (size_t k = 0; k < count; k++) {
-		size_t pos = (p->rank + k * (size_t)p->world) % n;
-
-		p->order[k] = p->shuffle ? p->perm[pos] : pos;
-	}
+	p->count = 0;
+	for (size_t k = 0; k < count; k++)
+		p->order[k] = share_item(p, p->rank, k);
 	p->count = count;
+	p->nbatches = 0;
+	if (p->bounds)
+		return equal_steps(p);
 	return 0;
 }
 
@@ -149,22 +266,22 @@ uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align)
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
 		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span)
 {
-	uint64_t cur = 0;
-	size_t k;
+	if (p->nbatches) {
+		/* equal steps: the batch that starts at pos ends at the next bound */
+		size_t lo = 0, hi = p->nbatches;
 
-	for (k = 0; pos + k < p->count; k++) {
-		const struct pm_mitem *it = &p->m->items[p->order[pos + k]];
-		struct pm_place pl;
+		while (lo + 1 < hi) {
+			size_t mid = (lo + hi) / 2;
 
-		if (max_items && k == max_items)
-			break;
-		pm_plan_place(cur, it, align[it->path_id], &pl);
-		if (pl.end > slot_bytes)
-			break;
-		cur = pl.end;
+			if (p->bounds[mid] <= pos)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		if (p->bounds[lo] == pos && (!max_items || p->bounds[lo + 1] - pos < max_items))
+			max_items = (uint32_t)(p->bounds[lo + 1] - pos);
 	}
-	*span = cur;
-	return k;
+	return pack(p, p->rank, p->count, pos, align, slot_bytes, max_items, span);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -189,4 +306,40 @@ uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *ali
 		sum += fp[i];
 	free(fp);
 	return sum;
+}
+
+/* Epochs x items beyond which the slot is sized by the bound instead (setup stays short). */
+#define EXACT_SLOT_WORK (64ULL << 20)
+
+uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
+				  uint32_t max_items, uint32_t epochs)
+{
+	uint32_t scan = p->shuffle ? epochs : 1;
+	uint64_t most = 0;
+
+	if ((uint64_t)scan * p->m->n > EXACT_SLOT_WORK)
+		return pm_plan_slot_for_items(p->m, align, max_items);
+	for (uint32_t e = 0; e < scan; e++) {
+		pm_plan_epoch(p, e);
+		for (size_t pos = 0; pos < p->count; pos += max_items) {
+			uint64_t sum = 0;
+			size_t k;
+
+			for (k = 0; k < max_items && pos + k < p->count; k++) {
+				const struct pm_mitem *it = &p->m->items[p->order[pos + k]];
+
+				sum += pm_plan_footprint(it, align[it->path_id]);
+			}
+			/* equal steps may append the epoch's first item to a short last batch */
+			if (k < max_items && p->world > 1) {
+				const struct pm_mitem *it = &p->m->items[p->order[0]];
+
+				sum += pm_plan_footprint(it, align[it->path_id]);
+			}
+			if (sum > most)
+				most = sum;
+		}
+	}
+	pm_plan_epoch(p, 0);
+	return most;
 }

@@ -29,6 +29,12 @@ struct pm_plan {
 	uint64_t *order;	/* item indices of the current epoch, this rank */
 	size_t count;		/* entries of order */
 	uint64_t *perm;		/* scratch: the whole epoch's permutation */
+	/* equal steps (world > 1, after pm_plan_packing): batch k is order[bounds[k] .. bounds[k + 1]) */
+	const uint32_t *align;
+	uint64_t slot_bytes;
+	uint32_t max_items;
+	size_t *bounds;
+	size_t nbatches;
 };
 
 /* Items a rank gets per epoch out of n. */
@@ -37,7 +43,14 @@ size_t pm_plan_rank_count(size_t n, uint32_t rank, uint32_t world,
 int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
 		 uint32_t world, enum pm_shard_pad pad, bool shuffle,
 		 uint64_t seed);
-/* Compute p->order and p->count for epoch. */
+/*
+ * How batches are packed (the stream's slot size, item limit and the files'
+ * alignments): from now on, with world > 1, each epoch's batches are cut so
+ * that every rank gets the same number.  -ENOMEM.
+ */
+int pm_plan_packing(struct pm_plan *p, const uint32_t *align, uint64_t slot_bytes,
+		    uint32_t max_items);
+/* Compute p->order and p->count for epoch (and its batch bounds, see pm_plan_packing). */
 int pm_plan_epoch(struct pm_plan *p, uint32_t epoch);
 void pm_plan_free(struct pm_plan *p);
 
@@ -56,6 +69,14 @@ uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align);
  */
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
 		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span);
+/*
+ * Smallest slot that holds every batch of max_items items this rank's plan
+ * makes over epochs (each epoch's order; one when not shuffled), or, when
+ * that is too much work (epochs x items over 64 Mi), any max_items items.
+ * Leaves the plan at epoch 0.
+ */
+uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
+				  uint32_t max_items, uint32_t epochs);
 /* Smallest slot that holds any max_items items (sum of the largest footprints). */
 uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *align,
 				uint32_t max_items);

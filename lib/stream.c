@@ -6,11 +6,11 @@
  * COPYING (device copy queued) or READY (no copy) or FAILED -> HELD (the
  * consumer has it) -> FREE.  A FREE slot is read into again only once its
  * last copy's event fired (PM_HANDOFF_QUEUED hands batches out before that)
- * and, in PM_HANDOFF_HOST, once the event of pm_stream_release_on fired (the
- * consumer's own copy reads the slot); in the other modes that event orders
- * the next copy into the device buffer on the device instead
- * (cudaStreamWaitEvent), so the consumer never blocks.  Nothing ever writes
- * into a slot the consumer or the device still uses.
+ * and once the event of pm_stream_release_on fired, in every mode: the
+ * consumer's work may read the host slot too (its own copy of labels from
+ * b->host), not only the device buffer.  The reader thread polls for both;
+ * the consumer never blocks on them.  Nothing ever writes into a slot (host
+ * or device) the consumer or the device still uses.
  *
  * The reader thread owns the io_uring (SINGLE_ISSUER), every slot in READING
  * state and the plan cursor; s->lock guards state changes and counters.
@@ -201,6 +201,10 @@ static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
 	r = pm_event_query(s->ctx, *ev);
 	if (!r)
 		return false;
+	if (ev == &sl->ev && !sl->copy_done) {
+		sl->copy_done = true;
+		pm_hist_add(&s->copy_hist, now_ns() - sl->t_copy0);
+	}
 	if (r < 0 && ev == &sl->ev)
 		copy_failed_late(s, sl, r);
 	pm_event_release(s->ctx, *ev);
@@ -208,7 +212,7 @@ static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
 	return true;
 }
 
-/* A FREE slot nothing reads any more: its copy done, in HOST mode its consumer too. */
+/* A FREE slot nothing reads any more: its copy done, and the consumer's work released against. */
 static struct slot *free_slot(struct pm_stream *s)
 {
 	s->slot_pending = false;
@@ -217,8 +221,7 @@ static struct slot *free_slot(struct pm_stream *s)
 
 		if (sl->state != SLOT_FREE)
 			continue;
-		if (event_passed(s, sl, &sl->ev) &&
-		    (s->copies || event_passed(s, sl, &sl->rel_ev)))
+		if (event_passed(s, sl, &sl->ev) && event_passed(s, sl, &sl->rel_ev))
 			return sl;
 		s->slot_pending = true;
 	}
@@ -284,13 +287,8 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 	if (!sl->err && s->copies) {
 		sl->copy_done = false;
 		sl->t_copy0 = now_ns();
-		/* after the consumer's work on the previous batch in this device buffer */
-		ret = pm_copy_h2d_after(s->ctx, sl->b.dev, sl->b.host, sl->b.span,
-					sl->rel_ev, &sl->ev);
-		if (!ret && sl->rel_ev) {
-			pm_event_release(s->ctx, sl->rel_ev);
-			sl->rel_ev = 0;
-		}
+		/* the consumer's work on this slot finished before it was read into */
+		ret = pm_copy_h2d_after(s->ctx, sl->b.dev, sl->b.host, sl->b.span, 0, &sl->ev);
 		if (ret) {
 			sl->err = ret;
 			sl->ev = 0;
@@ -565,7 +563,8 @@ static void poll_copies(struct pm_stream *s)
 		struct slot *sl = &s->slots[i];
 		int r;
 
-		if (sl->state != SLOT_COPYING || sl->copy_done)
+		/* PM_HANDOFF_QUEUED hands COPYING slots over: HELD and FREE ones count too */
+		if (!sl->ev || sl->copy_done || sl->state == SLOT_READING)
 			continue;
 		r = pm_event_query(s->ctx, sl->ev);
 		if (r) {
@@ -914,7 +913,7 @@ int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda
 		}
 	}
 	pthread_mutex_lock(&s->lock);
-	if (sl->rel_ev)		/* cannot happen: a held batch's copy consumed it */
+	if (sl->rel_ev)		/* cannot happen: the slot was read into only after it passed */
 		pm_event_release(s->ctx, sl->rel_ev);
 	sl->rel_ev = ev;
 	s->held--;
@@ -933,6 +932,9 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	uint64_t end;
 
 	memset(st, 0, sizeof(*st));
+	/* a forked child: s->lock may have been held by a parent thread at fork */
+	if (owner_check(s, "pm_stream_stats"))
+		return -ECHILD;
 	pthread_mutex_lock(&s->lock);
 	end = s->ended ? s->t_end : now_ns();
 	st->bytes = s->bytes;
@@ -1019,6 +1021,11 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST)
 		return pm_ctx_error(ctx, -EINVAL,
 				    "unknown direct, on_error, order, shard_pad or handoff value");
+	for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
+		if (o->reserved[i])
+			return pm_ctx_error(ctx, -EINVAL,
+					    "pm_stream_opts: reserved options must be zero (a program built for a newer libpinmem than %s?)",
+					    pm_version());
 	return 0;
 }
 
@@ -1031,7 +1038,9 @@ static int size_slots(struct pm_stream *s)
 	if (o->batch_bytes) {
 		s->slot_bytes = o->batch_bytes;
 	} else if (o->batch_items) {
-		s->slot_bytes = pm_plan_slot_for_items(s->m, s->fs.align, o->batch_items);
+		/* the largest batch that comes up, not batch_items of the largest items */
+		s->slot_bytes = pm_plan_slot_for_batches(&s->plan, s->fs.align, o->batch_items,
+							 o->epochs);
 		if (!s->slot_bytes)
 			return pm_ctx_error(s->ctx, -ENOMEM, "no memory to size the slots");
 	} else {
@@ -1158,6 +1167,12 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		ret = check_items_fit(s);
 	if (ret)
 		goto fail;
+	/* several ranks: the same number of batches on each, now that slots are sized */
+	if (pm_plan_packing(&s->plan, s->fs.align, s->slot_bytes, s->o.batch_items) ||
+	    pm_plan_epoch(&s->plan, 0)) {
+		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for the plan's batches");
+		goto fail;
+	}
 
 	s->nslots = s->o.slots;
 	bo.pin = s->o.pin;

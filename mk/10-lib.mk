@@ -12,7 +12,7 @@ CUDA_HOME ?= /usr/local/cuda
 CUDA ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,0)
 
 LIB_SRCS += lib/backend.c lib/backend_host.c lib/buf.c lib/ctx.c lib/fault.c \
-	lib/numa.c lib/pages.c lib/pin.c lib/refusal.c lib/sys.c lib/uring.c
+	lib/numa.c lib/pages.c lib/pin.c lib/refusal.c lib/sys.c lib/uring.c lib/version.c
 LIB_CFLAGS :=
 ifeq ($(CUDA),1)
 LIB_SRCS += lib/backend_cuda.c
@@ -50,9 +50,11 @@ $(LIBPINMEM_A): $(LIB_OBJS)
 # change.  mk/70-install.mk and version-check use it too.
 PM_SOVERSION := 0
 
-$(LIBPINMEM_SO): $(LIB_OBJS)
+# lib/libpinmem.map names the exports and their version node (mk/11-abi.mk).
+$(LIBPINMEM_SO): $(LIB_OBJS) lib/libpinmem.map
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libpinmem.so.$(PM_SOVERSION) \
-		-Wl,--no-undefined -o $@.tmp $^ $(LIB_LDLIBS)
+		-Wl,--version-script=lib/libpinmem.map \
+		-Wl,--no-undefined -o $@.tmp $(LIB_OBJS) $(LIB_LDLIBS)
 	mv -f $@.tmp $@
 	ln -sf libpinmem.so.$(VERSION) $(O)/libpinmem.so.$(PM_SOVERSION)
 	ln -sf libpinmem.so.$(PM_SOVERSION) $(O)/libpinmem.so

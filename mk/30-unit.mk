@@ -20,8 +20,11 @@ UNIT_CFLAGS := $(PM_CFLAGS) $(filter-out -DPM_CUDA_LIBDIR=%,$(LIB_CFLAGS)) \
 	-Itests/unit -Itests/cuda_stub $(shell pkg-config --cflags cmocka 2>/dev/null)
 UNIT_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(PM_LDLIBS)
 CUDA_STUB := $(O)/unit/libcudart_stub.so
-UNIT_ENV := PM_TEST_CUDA_STUB=$(abspath $(CUDA_STUB))
-UNIT_DEPS := $(LIBPINMEM_A) $(wildcard tests/unit/*.h) $(if $(filter 1,$(CUDA)),$(CUDA_STUB))
+CUDA_STUB_NODRV := $(O)/unit/libcudart_stub_nodrv.so
+UNIT_ENV := PM_TEST_CUDA_STUB=$(abspath $(CUDA_STUB)) \
+	PM_TEST_CUDA_STUB_NODRV=$(abspath $(CUDA_STUB_NODRV))
+UNIT_DEPS := $(LIBPINMEM_A) $(wildcard tests/unit/*.h) \
+	$(if $(filter 1,$(CUDA)),$(CUDA_STUB) $(CUDA_STUB_NODRV))
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
 
@@ -40,6 +43,12 @@ $(CUDA_STUB): tests/cuda_stub/cudart_stub.c tests/cuda_stub/cudastub.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include $(CFLAGS) \
 		-shared -fPIC -o $@ $< -pthread
+
+# The same stand-in without the driver's cuCtx* calls.
+$(CUDA_STUB_NODRV): tests/cuda_stub/cudart_stub.c tests/cuda_stub/cudastub.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include $(CFLAGS) \
+		-DCUDASTUB_NO_DRIVER -shared -fPIC -o $@ $< -pthread
 
 unit-check: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "  UNIT $$t"; \

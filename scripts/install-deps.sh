@@ -21,7 +21,7 @@ TEST_PKGS="libcmocka-dev sparse kmod busybox-static cpio qemu-system-x86 fio \
 	dkms bc bison flex libelf-dev libssl-dev dwarves rsync xz-utils python3 \
 	python3-dev python3-setuptools python3-numpy python3-pytest python3-torch"
 # Packages: `make deb` (debhelper, dh-dkms, dh-python) and its lintian run.
-DEB_PKGS="debhelper dh-dkms dh-python python3-all-dev python3-setuptools \
+DEB_PKGS="debhelper dh-dkms dh-python python3-dev python3-setuptools \
 	fakeroot lintian"
 KERNEL_PKGS="linux-image-amd64 linux-headers-amd64"
 

@@ -20,6 +20,7 @@
 static const char usage_text[] =
 "usage: pinstream [OPTIONS] FILE...\n"
 "       pinstream [OPTIONS] --manifest FILE\n"
+"       pinstream [OPTIONS] --tar SHARD...\n"
 "       pinstream --compare [OPTIONS] FILE... | --manifest FILE\n"
 "       pinstream --make-dataset DIR --size SIZE [--files N] [--seed N]\n"
 "       pinstream --make-dataset DIR --files N --item-size MIN-MAX [--seed N]\n"
@@ -32,6 +33,8 @@ static const char usage_text[] =
 "  FILE...               each file cut into items of --item-bytes\n"
 "  --manifest F          items from F: 'path offset length [crc32c]' per line\n"
 "  --item-bytes SIZE     item size for FILE... (0: whole files) [1M]\n"
+"  --tar                 FILE... are tar shards: one item per member, read\n"
+"                        in place (WebDataset keys group them into samples)\n"
 "Batches and I/O:\n"
 "  --batch-bytes SIZE    slot size; a batch takes items while they fit [16M]\n"
 "  --batch-items N       at most N items per batch\n"
@@ -171,10 +174,12 @@ struct pm_manifest *ps_load_items(const struct ps_args *a)
 		for (int i = 0; i < a->nfiles && !ret; i++) {
 			size_t before = pm_manifest_count(m);
 
-			ret = pm_manifest_add_file(m, a->files[i], a->item_bytes, err,
-						   sizeof(err));
+			ret = a->tar ? pm_manifest_add_tar(m, a->files[i], err, sizeof(err)) :
+				       pm_manifest_add_file(m, a->files[i], a->item_bytes, err,
+							    sizeof(err));
 			if (!ret && pm_manifest_count(m) == before)
-				ps_err("%s: empty file, no items; going on", a->files[i]);
+				ps_err("%s: %s, no items; going on", a->files[i],
+				       a->tar ? "no members with data" : "empty file");
 		}
 		if (!ret && !pm_manifest_count(m)) {
 			snprintf(err, sizeof(err), "no items: every file is empty");
@@ -213,7 +218,7 @@ enum {
 	OPT_SLOTS, OPT_PREFETCH, OPT_QD, OPT_CHUNK, OPT_DIRECT, OPT_BACKEND,
 	OPT_PIN, OPT_EPOCHS, OPT_SHUFFLE, OPT_SEED, OPT_RANK, OPT_WORLD,
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
-	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY,
+	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY, OPT_TAR,
 	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_ITEM_SIZE, OPT_VERSION,
 	OPT_DEVICE,
 };
@@ -244,6 +249,7 @@ static const struct option longopts[] = {
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 	{ "compare", no_argument, NULL, OPT_COMPARE },
+	{ "tar", no_argument, NULL, OPT_TAR },
 	{ "cold-only", no_argument, NULL, OPT_COLD_ONLY },
 	{ "make-dataset", required_argument, NULL, OPT_MAKE_DATASET },
 	{ "size", required_argument, NULL, OPT_SIZE },
@@ -442,6 +448,7 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 		case OPT_PROGRESS: a->progress = 1; break;
 		case OPT_NO_PROGRESS: a->progress = 0; break;
 		case OPT_COMPARE: a->compare = true; break;
+		case OPT_TAR: a->tar = true; break;
 		case OPT_COLD_ONLY: a->no_warm = true; break;
 		case OPT_MAKE_DATASET: a->make_dataset = arg; break;
 		case OPT_SIZE:
@@ -497,6 +504,10 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	}
 	if (a->size_set) {
 		ps_err("--size only goes with --make-dataset");
+		return -EINVAL;
+	}
+	if (a->tar && (a->manifest || !a->nfiles)) {
+		ps_err("--tar takes tar shards as FILE..., not --manifest");
 		return -EINVAL;
 	}
 	if (a->manifest && a->nfiles) {

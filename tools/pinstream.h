@@ -25,6 +25,7 @@ struct ps_args {
 	bool json;
 	int progress;			/* -1 auto (a terminal), 0 off, 1 on */
 	bool compare;
+	bool tar;			/* FILE... are tar shards */
 	bool no_warm;			/* --compare: cold modes only */
 	const char *make_dataset;	/* directory */
 	uint64_t size;

@@ -22,6 +22,18 @@ when the copy's CUDA event has completed; without one, when every tensor
 of the batch is gone (hold a batch past the next step and the loader waits
 for a free slot; hold all of them and it raises instead of hanging).
 
+Without a device the ring is still CUDA-registered, so the usual
+`x = x.cuda(non_blocking=True)` is an asynchronous copy that reads the slot
+after the host tensor is dropped.  So when CUDA is initialised, dropping the
+last tensor of a batch records a CUDA event on the current stream, and the
+slot goes back to the workers only once that event completed: queue the copy
+on the current stream (or make it wait for yours) before dropping the batch.
+
+A batch bigger than a slot is delivered anyway, by the ordinary unpinned
+path (the worker sends it through shared memory, as torch's DataLoader
+does), with a one-time warning naming the slot_bytes= to pass;
+oversize="raise" raises SlotTooSmallError instead.
+
 Workers are forked (they inherit the ring's mapping) and never use the
 main process's pinmem context.  A worker's exception is raised again in the
 main process with the worker's traceback; a worker that dies is reported
@@ -38,6 +50,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 import weakref
 
 import numpy
@@ -81,8 +94,31 @@ class _ExceptionWrapper:
         raise exc
 
 
+class _Unpinned:
+    """A batch too big for a slot, delivered as ordinary tensors (need: the bytes it takes)."""
+
+    def __init__(self, batch, need):
+        self.batch, self.need = batch, need
+
+
+def _too_big(samples, collate_fn, batch_idx, slot_bytes, oversize):
+    """The batch that overflowed its slot: an _Unpinned one, or SlotTooSmallError with oversize="raise"."""
+    from torch.utils.data import default_collate
+    full = default_collate(samples) if collate_fn is None else collate_fn(samples)
+    need = nbytes_needed(full)
+    if oversize == "raise":
+        raise SlotTooSmallError(
+            "batch %d needs %d bytes but a slot holds %d; pass slot_bytes=%d (or more) to "
+            "pinmem.torch.DataLoader" % (batch_idx, need, slot_bytes, _page_up(need))) from None
+    return _Unpinned(full, need)
+
+
+def _page_up(n):
+    return (n + _PAGE - 1) // _PAGE * _PAGE
+
+
 def _worker_loop(dataset, index_q, result_q, ring_mm, slot_bytes, collate_fn, base_seed,
-                 worker_id, num_workers, init_fn, parent_pid):
+                 worker_id, num_workers, init_fn, parent_pid, oversize):
     # The main process handles Ctrl-C and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -116,13 +152,7 @@ def _worker_loop(dataset, index_q, result_q, ring_mm, slot_bytes, collate_fn, ba
             try:
                 layout = collate_into(samples, w) if collate_fn is None else place(collate_fn(samples), w)
             except _Overflow:
-                from torch.utils.data import default_collate
-                full = default_collate(samples) if collate_fn is None else collate_fn(samples)
-                need = nbytes_needed(full)
-                raise SlotTooSmallError(
-                    "batch %d needs %d bytes but a slot holds %d; pass slot_bytes=%d (or more) to "
-                    "pinmem.torch.DataLoader" % (batch_idx, need, slot_bytes,
-                                                 (need + _PAGE - 1) // _PAGE * _PAGE)) from None
+                layout = _too_big(samples, collate_fn, batch_idx, slot_bytes, oversize)
             del samples
             result_q.put((batch_idx, slot, layout, None))
         except Exception:
@@ -157,19 +187,58 @@ class _Ring:
             os.close(fd)
         self.buf = ctx.pin(self.mm, pin=pin)
         self.free = collections.deque(range(slots))
+        # (CUDA event, slot): dropped by the host, maybe still read by GPU work queued before.
+        self.fenced = []
+        self.warned_oversize = False
 
     def slot_view(self, slot):
         """A view of one slot; when it and every tensor made from it are gone, the slot is free."""
         v = self.buf.view(slot * self.slot_bytes, (self.slot_bytes,))
-        weakref.finalize(v, self.free.append, slot)
+        weakref.finalize(v, self._dropped, slot)
         return v
+
+    def _dropped(self, slot):
+        # The ring is CUDA-registered: a copy queued from the slot (x.cuda(non_blocking=True))
+        # may still read it after the last host tensor is gone.
+        if torch.cuda.is_initialized():
+            ev = torch.cuda.Event()
+            ev.record(torch.cuda.current_stream())
+            self.fenced.append((ev, slot))
+        else:
+            self.free.append(slot)
+
+    def take(self, wait=False):
+        """A slot nothing reads any more, or None; wait: block on the oldest GPU fence if need be."""
+        done = [f for f in self.fenced if f[0].query()]
+        for f in done:
+            self.fenced.remove(f)
+            self.free.append(f[1])
+        if not self.free and self.fenced and wait:
+            ev, slot = self.fenced.pop(0)
+            ev.synchronize()
+            self.free.append(slot)
+        return self.free.popleft() if self.free else None
+
+    def quiesce(self):
+        """Wait for every GPU read of a dropped slot (before the ring is unpinned)."""
+        while self.fenced:
+            ev, slot = self.fenced.pop(0)
+            ev.synchronize()
+            self.free.append(slot)
+
+    def __del__(self):
+        try:
+            self.quiesce()
+        except Exception:
+            pass
 
 
 class DataLoader:
     """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
     num_workers=0, collate_fn=None, pin_memory=True, drop_last=False, timeout=0,
     worker_init_fn=None, generator=None, prefetch_factor=2, persistent_workers=False,
-    *, device=None, slot_bytes=None, slots=None, ctx=None, module="auto", pin="auto")
+    *, device=None, slot_bytes=None, slots=None, ctx=None, module="auto", pin="auto",
+    oversize="copy")
 
     torch.utils.data.DataLoader's arguments and batches (the same for the same
     dataset, sampler and generator seed), with the batches collated by the
@@ -178,10 +247,12 @@ class DataLoader:
     device tensors, copied asynchronously on the loader's CUDA stream (the
     current stream is made to wait for the copy).  slot_bytes: bytes per
     slot (default: one sample's collated size times batch_size, plus an
-    eighth); a bigger batch raises SlotTooSmallError saying what to pass.
+    eighth); a bigger batch is delivered unpinned with a one-time warning
+    saying what to pass (oversize="raise": SlotTooSmallError instead).
     slots: ring slots (default num_workers * prefetch_factor + 2).  ctx: a
     pinmem.Context (default: one opened with module=module, the CUDA
-    backend with a device, the automatic one without).  pin: "auto" (module, else
+    backend with a device, the automatic one without, on the current CUDA
+    device when CUDA is initialised, else on $LOCAL_RANK).  pin: "auto" (module, else
     mlock), "module", "mlock".  pin_memory is accepted for compatibility:
     the ring is always pinned.  Map-style datasets only.
     """
@@ -190,7 +261,7 @@ class DataLoader:
                  num_workers=0, collate_fn=None, pin_memory=True, drop_last=False, timeout=0,
                  worker_init_fn=None, generator=None, prefetch_factor=2,
                  persistent_workers=False, *, device=None, slot_bytes=None, slots=None,
-                 ctx=None, module="auto", pin="auto"):
+                 ctx=None, module="auto", pin="auto", oversize="copy"):
         if isinstance(dataset, IterableDataset):
             raise TypeError("pinmem.torch.DataLoader: IterableDataset is not supported; "
                             "use a map-style dataset")
@@ -198,6 +269,8 @@ class DataLoader:
             raise ValueError("num_workers option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if oversize not in ("copy", "raise"):
+            raise ValueError("oversize option should be 'copy' or 'raise'")
         if prefetch_factor is None or prefetch_factor < 1:
             raise ValueError("prefetch_factor option should be a positive int")
         if batch_sampler is not None:
@@ -231,6 +304,7 @@ class DataLoader:
         self._slot_bytes = slot_bytes
         self._slots = slots or max(2, num_workers * prefetch_factor) + 2
         self._ctx_arg, self._module, self._pin = ctx, module, pin
+        self.oversize = oversize
         self._ring = None
         self._ctx = None
         self._iter = None
@@ -270,11 +344,22 @@ class DataLoader:
             # is a GPU, so the caller's own .to(device, non_blocking=True) is async.
             backend = "cuda" if self.device is not None else "auto"
             self._ctx = _pinmem.Context(module=self._module, backend=backend,
-                                        cuda_device=self.device.index if self.device else 0)
-        sb = self._slot_bytes or self._guess_slot_bytes()
-        sb = (sb + _PAGE - 1) // _PAGE * _PAGE
+                                        cuda_device=self._cuda_device())
+        sb = _page_up(self._slot_bytes or self._guess_slot_bytes())
         self._ring = _Ring(self._ctx, self._slots, sb, self._pin)
         return self._ring
+
+    def _cuda_device(self):
+        """The GPU the ring is registered on: this rank's, not GPU 0 in every rank."""
+        if self.device is not None:
+            return self.device.index
+        if torch.cuda.is_initialized():
+            return torch.cuda.current_device()
+        return int(os.environ.get("LOCAL_RANK", 0))
+
+    def _current_iter(self):
+        it = self._iter
+        return it() if isinstance(it, weakref.ref) else it
 
     @property
     def pin_mode(self):
@@ -287,19 +372,30 @@ class DataLoader:
 
     def __iter__(self):
         ring = self._ensure_ring()
-        if self.persistent_workers and self._iter is not None and self._iter.alive:
-            self._iter.reset()
+        it = self._current_iter()
+        if self.persistent_workers and it is not None and it.alive:
+            it.reset()
+            return it
+        if it is not None:
+            it.shutdown()
+        it = _Iter(self, ring)
+        # No reference cycle, so dropping the loader or leaving a for loop stops the
+        # workers and unpins at once: a one-pass iterator keeps its loader alive (the
+        # loader only has a weak reference to it); persistent workers belong to the
+        # loader (and their iterator does not reference it).
+        if self.persistent_workers:
+            self._iter = it
         else:
-            if self._iter is not None:
-                self._iter.shutdown()
-            self._iter = _Iter(self, ring)
-        return self._iter
+            it._owner = self
+            self._iter = weakref.ref(it)
+        return it
 
     def close(self):
         """Stop the workers and unpin the ring (once no batch tensor is left)."""
-        if self._iter is not None:
-            self._iter.shutdown()
-            self._iter = None
+        it = self._current_iter()
+        if it is not None:
+            it.shutdown()
+        self._iter = None
         self._ring = None
         if self._ctx is not None and self._ctx_arg is None:
             self._ctx.close()
@@ -318,11 +414,26 @@ class DataLoader:
         self.close()
 
 
+class _Settings:
+    """What an iterator needs of its DataLoader, without referencing it."""
+
+    def __init__(self, lo):
+        for k in ("dataset", "batch_sampler", "num_workers", "collate_fn", "timeout",
+                  "worker_init_fn", "generator", "prefetch_factor", "persistent_workers",
+                  "oversize"):
+            setattr(self, k, getattr(lo, k))
+
+    def __len__(self):
+        return len(self.batch_sampler)
+
+
 class _Iter:
     """One pass (or, with persistent workers, every pass) over the loader."""
 
     def __init__(self, loader, ring):
-        self.loader = loader
+        # The loader's settings, copied: see DataLoader.__iter__ on references.
+        self.loader = _Settings(loader)
+        self._owner = None
         self.ring = ring
         self.device = loader.device
         self.workers = []
@@ -352,7 +463,7 @@ class _Iter:
             w = mp.Process(target=_worker_loop, daemon=True,
                            args=(lo.dataset, iq, self._result_q, self.ring.mm, self.ring.slot_bytes,
                                  lo.collate_fn, self._base_seed, i, lo.num_workers,
-                                 lo.worker_init_fn, os.getpid()))
+                                 lo.worker_init_fn, os.getpid(), lo.oversize))
             w.start()
             self._index_qs.append(iq)
             self.workers.append(w)
@@ -387,11 +498,14 @@ class _Iter:
             wait = False
 
     def _take_slot(self):
-        if not self.ring.free:
+        slot = self.ring.take()
+        if slot is None and self._pending:
             self._reap_copies()
-        if not self.ring.free and self._pending:
+            slot = self.ring.take()
+        if slot is None and self._pending:
             self._reap_copies(wait=True)
-        return self.ring.free.popleft() if self.ring.free else None
+            slot = self.ring.take()
+        return slot if slot is not None else self.ring.take(wait=True)
 
     # -- the pipeline --
     def _fill(self):
@@ -425,8 +539,9 @@ class _Iter:
             layout = collate_into(samples, w) if lo.collate_fn is None else place(lo.collate_fn(samples), w)
         except _Overflow:
             self.ring.free.append(slot)
-            raise SlotTooSmallError("batch %d does not fit a slot of %d bytes; pass a larger slot_bytes"
-                                    % (idx, self.ring.slot_bytes)) from None
+            self._ready[idx] = (None, _too_big(samples, lo.collate_fn, idx, self.ring.slot_bytes,
+                                               lo.oversize))
+            return
         except BaseException:
             self.ring.free.append(slot)
             raise
@@ -482,7 +597,7 @@ class _Iter:
             if not self._outstanding:
                 # No slot free and none coming back: batches still referenced hold them.
                 gc.collect()
-                if self.ring.free:
+                if self.ring.free or self.ring.fenced:
                     continue
                 raise RuntimeError(
                     "pinmem.torch: all %d slots are held by batches still referenced (a slot is "
@@ -497,9 +612,26 @@ class _Iter:
                 self._errors[idx] = err  # batches before it are delivered first
                 continue
             self._outstanding.pop(idx)
+            if isinstance(layout, _Unpinned):
+                self.ring.free.append(slot)
+                slot = None
             self._ready[idx] = (slot, layout)
 
+    def _deliver_unpinned(self, big):
+        if not self.ring.warned_oversize:
+            self.ring.warned_oversize = True
+            warnings.warn("pinmem.torch: a batch needs %d bytes but a slot holds %d: such batches "
+                          "are delivered unpinned (an extra copy); pass slot_bytes=%d (or more) to "
+                          "pinmem.torch.DataLoader" % (big.need, self.ring.slot_bytes,
+                                                       _page_up(big.need)),
+                          RuntimeWarning, stacklevel=4)
+        if self.device is None:
+            return big.batch
+        return _map_tensors(big.batch, lambda t: t.to(self.device, non_blocking=True))
+
     def _deliver(self, slot, layout):
+        if slot is None:
+            return self._deliver_unpinned(layout)
         view = self.ring.slot_view(slot)
         if self.device is None:
             return materialize(layout, view)
@@ -530,7 +662,8 @@ class _Iter:
             self._outstanding.pop(idx, None)
             self.ring.free.append(slot)
         for idx, (slot, _layout) in list(self._ready.items()):
-            self.ring.free.append(slot)
+            if slot is not None:
+                self.ring.free.append(slot)
         self._ready.clear()
         self._errors.clear()
 
@@ -555,8 +688,13 @@ class _Iter:
             self.workers = []
         if self.ring is not None:
             # Batches in flight will never be delivered: their slots are free again.
-            for slot in list(self._outstanding.values()) + [s for s, _ in self._ready.values()]:
+            for slot in list(self._outstanding.values()) + [s for s, _ in self._ready.values()
+                                                            if s is not None]:
                 self.ring.free.append(slot)
+            if self.device is not None:
+                # Every copy queued from the ring, not only the oldest pending one, must be
+                # done before the ring can be unregistered, unpinned and unmapped.
+                self._copy_stream.synchronize()
             if self._pending:
                 self._reap_copies(wait=True)
         self._outstanding.clear()
@@ -569,9 +707,23 @@ class _Iter:
         # An exception's traceback keeps this iterator alive: it must not keep the pins.
         self.ring = None
         self._inline_ring = None
+        self._owner = None
 
     def __del__(self):
         try:
             self.shutdown()
         except Exception:
             pass
+
+
+def _map_tensors(obj, fn):
+    """obj (a collated batch) with fn applied to each tensor."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return type(obj)((k, _map_tensors(v, fn)) for k, v in obj.items())
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_map_tensors(v, fn) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_tensors(v, fn) for v in obj)
+    return obj

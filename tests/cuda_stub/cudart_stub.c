@@ -30,7 +30,8 @@ struct range {
 	struct range *next;
 	char *p;
 	size_t len;
-	int dev;
+	int dev;		/* the device current at allocation or registration */
+	unsigned int flags;	/* cudaHostRegister's */
 };
 
 enum op_kind { OP_COPY, OP_RECORD, OP_WAIT, OP_KERNEL };
@@ -71,6 +72,7 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	int devices, count_err, hold, forcing;
+	unsigned int copy_delay_us;	/* every copy takes at least this long */
 	struct cudastub_call log[LOG_MAX];
 	int nlog;
 	struct { char fn[40]; int nth, err; } fails[FAILS_MAX];
@@ -81,6 +83,7 @@ static struct {
 	struct CUctx_st primary[DEV_MAX];
 	int context[DEV_MAX];
 	int calls_on[DEV_MAX];
+	int retained[DEV_MAX];	/* cuDevicePrimaryCtxRetain minus Release */
 	int unregistered_copies, pending_copies;
 	unsigned long generation;	/* bumped by reset: threads forget their device */
 } st = {
@@ -88,10 +91,15 @@ static struct {
 	.primary = { { 0 }, { 1 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 }, { 7 } },
 };
 
-/* This thread's runtime device and pushed driver contexts. */
-static __thread int t_dev;
-static __thread int t_stack[STACK_MAX], t_depth;
-static __thread unsigned long t_generation;
+/*
+ * This thread's runtime device and pushed driver contexts.  Static TLS
+ * (initial-exec, a few dozen bytes of glibc's surplus): LeakSanitizer's
+ * exit scan crashes on the dynamic TLS of a dlopen'ed library.
+ */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+static TLS int t_dev;
+static TLS int t_stack[STACK_MAX], t_depth;
+static TLS unsigned long t_generation;
 
 static int *current_slot(void)
 {
@@ -134,6 +142,7 @@ static cudaError_t enter(const char *fn, const void *a, const void *b, size_t le
 		c->len = len;
 		c->flags = flags;
 		c->dev = current();
+		c->pid = (int)getpid();
 	}
 	for (i = 0; i < FAILS_MAX; i++)
 		if (st.fails[i].nth && !strcmp(st.fails[i].fn, fn) && !--st.fails[i].nth)
@@ -194,11 +203,32 @@ static struct range *within(struct range *l, const void *p, size_t len)
 	return NULL;
 }
 
+/*
+ * Whether host memory counts as pinned for work on device dev: registered,
+ * and Portable unless registered with dev current (the runtime pins it for
+ * the registering context only otherwise).
+ */
+static int pinned_for(const void *p, size_t len, int dev)
+{
+	struct range *r = within(st.regs, p, len);
+
+	return r && ((r->flags & cudaHostRegisterPortable) || r->dev == dev);
+}
+
+/* Device memory [p, p + len) allocated on dev (the runtime refuses another device's). */
+static int device_mem_on(const void *p, size_t len, int dev)
+{
+	struct range *r = within(st.allocs, p, len);
+
+	return r && r->dev == dev;
+}
+
 /* --- streams: a worker per stream --- */
 
 static int may_run(struct CUstream_st *s)
 {
-	return !st.hold || st.forcing || s->stop;
+	/* hold 2: synchronizing calls wait for the release too */
+	return !st.hold || (st.forcing && st.hold != 2) || s->stop;
 }
 
 static void *worker(void *arg)
@@ -490,7 +520,10 @@ API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	for (r = st.regs; r; r = r->next)
 		if ((char *)ptr < r->p + r->len && r->p < (char *)ptr + size)
 			return leave(cudaErrorHostMemoryAlreadyRegistered);
-	return leave(add_range(&st.regs, ptr, size));
+	if (add_range(&st.regs, ptr, size))
+		return leave(cudaErrorMemoryAllocation);
+	st.regs->flags = flags;
+	return leave(cudaSuccess);
 }
 
 API cudaError_t cudaHostUnregister(void *ptr)
@@ -543,18 +576,18 @@ API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 	if (!s)
 		return leave(cudaErrorInvalidResourceHandle);
 	if (kind == cudaMemcpyHostToDevice) {
-		if (!within(st.allocs, dst, count))
+		if (!device_mem_on(dst, count, s->dev))
 			return leave(cudaErrorInvalidValue);
-		if (!within(st.regs, src, count))
+		if (!pinned_for(src, count, s->dev))
 			st.unregistered_copies++;
 	} else if (kind == cudaMemcpyDeviceToHost) {
-		if (!within(st.allocs, src, count))
+		if (!device_mem_on(src, count, s->dev))
 			return leave(cudaErrorInvalidValue);
 	} else {
 		return leave(cudaErrorInvalidMemcpyDirection);
 	}
 	return leave(queue(s, &(struct op){ .kind = OP_COPY, .dst = dst, .src = src,
-					    .len = count }));
+					    .len = count, .delay_us = st.copy_delay_us }));
 }
 
 API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
@@ -627,6 +660,7 @@ API const char *cudaGetErrorName(cudaError_t error)
 	case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
 	case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
 	case cudaErrorNoDevice: return "cudaErrorNoDevice";
+	case cudaErrorInitializationError: return "cudaErrorInitializationError";
 	case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
 	case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
 	case cudaErrorNotReady: return "cudaErrorNotReady";
@@ -660,6 +694,7 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (dev < 0 || dev >= st.devices)
 		return (CUresult)leave((cudaError_t)CUDA_ERROR_INVALID_DEVICE);
 	st.context[dev] = 1;
+	st.retained[dev]++;
 	*pctx = &st.primary[dev];
 	return (CUresult)leave(cudaSuccess);
 }
@@ -667,8 +702,13 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
 	ENTER_DRV(NULL, NULL, 0, (unsigned int)dev);
+	if (dev < 0 || dev >= st.devices || !st.retained[dev])
+		return (CUresult)leave((cudaError_t)CUDA_ERROR_INVALID_CONTEXT);
+	st.retained[dev]--;
 	return (CUresult)leave(cudaSuccess);
 }
+
+#ifndef CUDASTUB_NO_DRIVER	/* the variant of a runtime without the context calls */
 
 API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
@@ -691,6 +731,8 @@ API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 		*pctx = &st.primary[t_stack[t_depth]];
 	return (CUresult)leave(cudaSuccess);
 }
+
+#endif
 
 /* --- control side (cudastub.h) --- */
 
@@ -732,9 +774,11 @@ API void cudastub_reset(int devices, int count_err)
 	memset(st.fails, 0, sizeof(st.fails));
 	memset(st.context, 0, sizeof(st.context));
 	memset(st.calls_on, 0, sizeof(st.calls_on));
+	memset(st.retained, 0, sizeof(st.retained));
 	st.nlog = 0;
 	st.unregistered_copies = 0;
 	st.pending_copies = 0;
+	st.copy_delay_us = 0;
 	st.devices = devices;
 	st.count_err = count_err;
 	st.generation++;
@@ -771,6 +815,13 @@ API void cudastub_complete(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
+API void cudastub_copy_delay(unsigned int us)
+{
+	pthread_mutex_lock(&st.lock);
+	st.copy_delay_us = us;
+	pthread_mutex_unlock(&st.lock);
+}
+
 API void cudastub_mark(const char *label)
 {
 	pthread_mutex_lock(&st.lock);
@@ -788,8 +839,8 @@ API int cudastub_kernel_read(void *stream, void *dst, const void *src, size_t le
 	/* a kernel launches on the current device's streams only */
 	if (!s || s->dev != current())
 		return leave(cudaErrorInvalidResourceHandle);
-	/* device memory, or registered host memory (a consumer's own copy) */
-	if (!within(st.allocs, src, len) && !within(st.regs, src, len))
+	/* this device's memory, or pinned host memory (a consumer's own copy) */
+	if (!device_mem_on(src, len, s->dev) && !pinned_for(src, len, s->dev))
 		return leave(cudaErrorIllegalAddress);
 	return leave(queue(s, &(struct op){ .kind = OP_KERNEL, .dst = dst, .src = src,
 					    .len = len, .delay_us = delay_us }));
@@ -813,6 +864,16 @@ API int cudastub_find(const char *fn, int from)
 		if (!strcmp(st.log[i].fn, fn))
 			return i;
 	return -1;
+}
+
+/* Lock-free: a forked child asks with the parent's threads (and lock) gone. */
+API int cudastub_calls_by(int pid)
+{
+	int i, n = 0;
+
+	for (i = 0; i < st.nlog; i++)
+		n += st.log[i].pid == pid;
+	return n;
 }
 
 static int count_list(const void *head, size_t next_off)
@@ -846,6 +907,8 @@ API int cudastub_count(const char *what)
 		r = st.context[d];
 	else if (!strncmp(what, "calls_on", 8) && (d = atoi(what + 8)) >= 0 && d < DEV_MAX)
 		r = st.calls_on[d];
+	else if (!strncmp(what, "retained", 8) && (d = atoi(what + 8)) >= 0 && d < DEV_MAX)
+		r = st.retained[d];
 	pthread_mutex_unlock(&st.lock);
 	return r;
 }

@@ -19,7 +19,12 @@
  *   "kernel" (cudastub_kernel_read) that reads device memory, so a copy that
  *   overwrites a buffer before the consumer read it is caught.
  *
- * It logs every call in order, can fail the Nth call of a function with a
+ * Host memory counts as pinned for a device's copies and kernels only if
+ * registered Portable or with that device current; device memory only on
+ * its own device.  Built with -DCUDASTUB_NO_DRIVER it lacks the driver's
+ * cuCtx* calls, like a runtime whose driver library cannot be found.
+ *
+ * It logs every call (and the calling process) in order, can fail the Nth call of a function with a
  * chosen error, and can hold the workers so tests see work pending.  Tests
  * dlopen the same path libpinmem loads and dlsym these functions.
  */
@@ -36,14 +41,21 @@ struct cudastub_call {
 	unsigned int flags;	/* flags or kind argument, device ordinal */
 	int ret;		/* cudaError_t returned */
 	int dev;		/* the calling thread's current device */
+	int pid;		/* the calling process (getpid) */
 };
 
 /* Forget everything; devices present, or count_err from cudaGetDeviceCount. */
 typedef void cudastub_reset_fn(int devices, int count_err);
 /* The nth call (1 = next) of fn returns err without doing anything. */
 typedef void cudastub_fail_fn(const char *fn, int nth, int err);
-/* Hold the stream workers (1): queued work stays pending until released or synchronized. */
+/*
+ * Hold the stream workers (1): queued work stays pending until released or
+ * synchronized; 2: synchronizing calls (cudaEventSynchronize...) block
+ * until it is released too, so a test sees a caller still waiting.
+ */
 typedef void cudastub_hold_fn(int on);
+/* Copies queued from now on take at least us microseconds each (0: as fast as memcpy). */
+typedef void cudastub_copy_delay_fn(unsigned int us);
 /* Run everything queued so far (even while held) and wait for it. */
 typedef void cudastub_complete_fn(void);
 /* Add a label to the call log (e.g. "mlock" from a test's system calls). */
@@ -56,7 +68,8 @@ typedef int cudastub_find_fn(const char *fn, int from);
  * Live objects: "registrations", "allocs", "events", "streams",
  * "unregistered_copies", "pending_copies" (queued, not finished),
  * "context0".."context7" (1 once that device has a context),
- * "calls_on0".."calls_on7" (runtime calls made with that device current).
+ * "calls_on0".."calls_on7" (runtime calls made with that device current),
+ * "retained0".."retained7" (primary context retains not yet released).
  */
 typedef int cudastub_count_fn(const char *what);
 /*
@@ -66,5 +79,8 @@ typedef int cudastub_count_fn(const char *what);
  */
 typedef int cudastub_kernel_read_fn(void *stream, void *dst, const void *src,
 				    size_t len, unsigned int delay_us);
+
+/* Calls logged by process pid; lock-free, for a forked child to ask. */
+typedef int cudastub_calls_by_fn(int pid);
 
 #endif /* CUDASTUB_H */

@@ -90,6 +90,8 @@ usage --make-dataset "$work/d" --item-size 8K-4K
 usage --make-dataset "$work/d" --item-size 0-4K
 usage --make-dataset "$work/d" --size 1M --item-size 1K-4K
 usage --json
+usage --tar
+usage --tar --manifest m.txt
 
 expect 0 'Examples:' --help
 expect 0 '^pinstream [0-9]' --version
@@ -148,6 +150,14 @@ n=$((n + 1))
 (ulimit -n 64; timeout 120 "$bin" --manifest "$work/s/manifest.txt" --json --no-progress) >"$work/out" 2>&1 ||
 	fail "300 small files under ulimit -n 64: $(cat "$work/out")"
 grep -q '"items":300,' "$work/out" || fail "300 small files: not 300 items: $(cat "$work/out")"
+# tar shards: every member an item, read in place; a corrupt shard is named with its offset
+(cd "$work/s" && tar -cf ../shard-0.tar 0000/0000000.bin 0000/0000001.bin && tar -cf ../shard-1.tar 0000/0000002.bin)
+expect 0 '"items":3,' --tar "$work"/shard-*.tar --json --no-progress
+cp "$work/shard-0.tar" "$work/bad.tar"
+printf 'X' | dd of="$work/bad.tar" bs=1 seek=5 conv=notrunc 2>/dev/null
+expect 1 'bad\.tar: header at offset 0: checksum mismatch' --tar "$work/shard-1.tar" "$work/bad.tar"
+head -c 700 "$work/shard-0.tar" >"$work/cut.tar"
+expect 1 'cut\.tar: header at offset 0: member of [0-9]+ bytes ends past the archive.s end \(700 bytes\): truncated' --tar "$work/cut.tar"
 # one flipped byte: the crc32c check names the item
 printf 'X' | dd of="$work/d/data-0001.bin" bs=1 seek=1000 conv=notrunc 2>/dev/null
 expect 1 'item [0-9]+ \(.*data-0001\.bin offset 0 length [0-9]+\): crc32c [0-9a-f]{8}, the manifest says' \

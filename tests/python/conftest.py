@@ -24,15 +24,18 @@ def status_kb(field):
     return int(m.group(1)) if m else 0
 
 
-def pinned_bytes():
+def pinned_bytes(collect=True):
     """Bytes this process has pinned: mlock'd (VmLck), plus with the module what
     its STATS ioctl counts machine-wide (only the tests pin in the VM; VmPin
     stays 0 for root, whose CAP_IPC_LOCK exempts it from RLIMIT_MEMLOCK),
     else VmPin.
 
-    Garbage is collected first: a buffer an earlier test left in a reference
-    cycle would otherwise be freed in the middle of the next measurement."""
-    gc.collect()
+    Garbage is collected first (unless collect=False, for tests that what
+    they check is freed without the cyclic collector): a buffer an earlier
+    test left in a reference cycle would otherwise be freed in the middle of
+    the next measurement."""
+    if collect:
+        gc.collect()
     if MODULE:
         return status_kb("VmLck") * 1024 + pinmem.module_stats()["global"]["pinned_bytes"]
     return (status_kb("VmLck") + status_kb("VmPin")) * 1024

@@ -143,16 +143,32 @@ def test_persistent_workers_keep_their_processes_and_batches():
     assert len(set(got[0][:, 0].tolist())) == 2
 
 
-def test_batch_bigger_than_a_slot():
-    class Growing(Images):
-        def __getitem__(self, i):
-            return torch.zeros(10 if i < 8 else 100000, dtype=torch.uint8)
-    loader = pt.DataLoader(Growing(), batch_size=4, num_workers=1, module=MODULE_MODE)
-    it = iter(loader)
-    next(it)
-    next(it)
+class Growing(Images):
+    def __getitem__(self, i):
+        return torch.zeros(10 if i < 8 else 100000, dtype=torch.uint8) + i
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_batch_bigger_than_a_slot_is_delivered_unpinned_with_one_warning(workers):
+    want = [b for b in torch.utils.data.DataLoader(Growing(), batch_size=4)]
+    loader = pt.DataLoader(Growing(), batch_size=4, num_workers=workers, module=MODULE_MODE)
+    with pytest.warns(RuntimeWarning, match=r"a batch needs \d+ bytes but a slot holds \d+: .*"
+                      r"pass slot_bytes=\d+") as rec:
+        got = [clone(b) for b in loader]
+    assert len([w for w in rec if "slot_bytes" in str(w.message)]) == 1
+    assert len(got) == len(want) and all(torch.equal(w, g) for w, g in zip(want, got))
+    loader.close()
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_batch_bigger_than_a_slot_raises_when_asked(workers):
+    loader = pt.DataLoader(Growing(), batch_size=4, num_workers=workers, oversize="raise",
+                           module=MODULE_MODE)
+    got = []
     with pytest.raises(pt.SlotTooSmallError, match=r"batch 2 needs \d+ bytes but a slot holds \d+; pass slot_bytes="):
-        next(it)
+        for b in loader:
+            got.append(b)
+    assert len(got) == (2 if workers else 1)   # inline, batch 2 is collated ahead of batch 1
     loader.close()
     ok = pt.DataLoader(Growing(), batch_size=4, num_workers=1, slot_bytes=400 * 1024,
                        module=MODULE_MODE)
@@ -192,7 +208,7 @@ def test_worker_exception_is_raised_with_its_traceback():
     msg = str(e.value)
     assert "sample 13 is corrupt" in msg and "Traceback" in msg and "in __getitem__" in msg
     assert "pinmem.torch worker" in msg
-    assert not loader._iter.workers                  # the workers were stopped
+    assert not loader._current_iter().workers                  # the workers were stopped
     loader.close()
     gc.collect()
     assert pinned_bytes() <= base
@@ -266,13 +282,104 @@ def test_no_pinned_bytes_after_close_or_gc():
                            module=MODULE_MODE)
     it = iter(loader)
     x, y = next(it)
-    pids = [w.pid for w in loader._iter.workers]
+    pids = [w.pid for w in loader._current_iter().workers]
     del x, y, it, loader
     gc.collect()
     assert pinned_bytes() == base
     time.sleep(0.2)
     for pid in pids:
         assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+
+
+def test_leaving_a_loop_or_dropping_the_loader_frees_without_the_cyclic_gc():
+    """No reference cycle between a loader and its iterator: workers stop and the ring
+    is unpinned as soon as the last reference goes, without gc.collect()."""
+    base = pinned_bytes()
+    gc.disable()
+    try:
+        for x, y in pt.DataLoader(Images(n=64, shape=(3, 64, 64)), batch_size=16, num_workers=2,
+                                  module=MODULE_MODE):
+            pids = [p.pid for p in __import__("multiprocessing").active_children()]
+            break
+        del x, y
+        assert pinned_bytes(collect=False) == base
+        loader = pt.DataLoader(Images(n=64, shape=(3, 64, 64)), batch_size=16, num_workers=2,
+                               persistent_workers=True, module=MODULE_MODE)
+        for x, y in loader:
+            pass
+        del x, y
+        assert pinned_bytes(collect=False) > base
+        del loader
+        assert pinned_bytes(collect=False) == base
+    finally:
+        gc.enable()
+    time.sleep(0.2)
+    for pid in pids:
+        assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+
+
+class FakeEvent:
+    """torch.cuda.Event on a CPU-only torch: completes only when synchronized."""
+    made = []
+
+    def __init__(self):
+        self.done = False
+        FakeEvent.made.append(self)
+
+    def record(self, stream=None):
+        pass
+
+    def query(self):
+        return self.done
+
+    def synchronize(self):
+        self.done = True
+
+
+def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
+    """x.cuda(non_blocking=True) then dropping x: the slot is not rewritten before the
+    copy queued on the current stream ran (an event recorded when the tensors went)."""
+    FakeEvent.made = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    loader = pt.DataLoader(Images(n=24), batch_size=4, slots=2, module=MODULE_MODE)
+    it = iter(loader)
+    ring = loader._ring
+    seen = []
+    for x, y in it:
+        seen.append(x.data_ptr())
+        fences = list(ring.fenced)
+        del x, y                         # "the copy is queued": the slot is fenced, not free
+        assert len(ring.fenced) == len(fences) + 1 and not ring.fenced[-1][0].done
+    assert len(seen) == 6 and len(set(seen)) == 2           # slots were reused ...
+    assert len(FakeEvent.made) == 6
+    assert all(e.done for e in FakeEvent.made[:-2])          # ... only after their event
+    loader.close()
+
+
+def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
+    got = {}
+    real = pt._pinmem.Context
+
+    def recording(**kw):
+        got.update(kw)
+        return real(module=kw["module"])
+    monkeypatch.setattr(pt._pinmem, "Context", recording)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
+    assert len([b for b in loader]) == 2
+    loader.close()
+    assert got["cuda_device"] == 3 and got["backend"] == "auto"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
+    loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
+    assert len([b for b in loader]) == 2
+    loader.close()
+    assert got["cuda_device"] == 5
 
 
 CTRL_C_CHILD = r"""
@@ -286,12 +393,12 @@ class Slow(torch.utils.data.Dataset):
 loader = pt.DataLoader(Slow(), batch_size=4, num_workers=2, module=sys.argv[1])
 it = iter(loader)
 next(it)
-print("PIDS", *[w.pid for w in loader._iter.workers], flush=True)
+print("PIDS", *[w.pid for w in loader._current_iter().workers], flush=True)
 try:
     for b in it:
         pass
 except KeyboardInterrupt:
-    print("INTERRUPTED", loader._iter.workers == [], flush=True)
+    print("INTERRUPTED", loader._current_iter().workers == [], flush=True)
     raise
 """
 

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -327,6 +328,26 @@ static inline int in_child(int (*fn)(void))
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/*
+ * A new directory "name.XXXXXX" next to the test binary, on the checkout's
+ * file system (not /tmp, which may be a tmpfs without O_DIRECT); 0 or -1.
+ */
+static inline int test_dir_make(char *dir, size_t len, const char *name)
+{
+	char exe[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	if ((size_t)snprintf(dir, len, "%s/%s.XXXXXX", exe, name) >= len)
+		return -1;
+	return mkdtemp(dir) ? 0 : -1;
 }
 
 #define MiB (1ULL << 20)

@@ -147,7 +147,9 @@ static void auto_without_gpu_uses_host(void **state)
 	assert_int_equal(open_auto(&ctx, root, stub_path, NULL, 0), 0);
 	pm_ctx_info(ctx, &in);
 	assert_string_equal(in.backend, "host");
-	assert_non_null(strstr(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver; no NVIDIA GPU here"));
+	assert_non_null(strstr(in.backend_note, "cudaGetDeviceCount: cudaErrorInsufficientDriver"));
+	assert_non_null(strstr(in.backend_note, "update the driver"));
+	assert_non_null(strstr(in.backend_note, "; no NVIDIA GPU here"));
 	pm_close(ctx);
 	assert_int_equal(stub_count("streams"), 0);
 	rm_root(root);
@@ -192,6 +194,90 @@ static void auto_with_gpu_never_falls_back(void **state)
 	}
 	pm_close(ctx);
 	rm_root(root);
+}
+
+/*
+ * The runtime loaded but says the GPU is not usable (a forked child's
+ * cudaErrorInitializationError, CUDA_VISIBLE_DEVICES="" hiding every GPU):
+ * the sentence names the CUDA error and what to do, and does not send the
+ * user looking for another runtime.
+ */
+static void auto_names_the_cuda_error(void **state)
+{
+	char *root = probe_root(1);
+	struct pm_ctx *ctx = (void *)1;
+	char err[1024];
+
+	stub_reset(1, cudaErrorInitializationError);
+	assert_int_equal(open_auto(&ctx, root, stub_path, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "cudaErrorInitializationError"));
+	assert_non_null(strstr(err, "spawn"));
+	assert_null(strstr(err, "PINMEM_CUDART"));
+	stub_reset(1, cudaErrorNoDevice);
+	assert_int_equal(open_auto(&ctx, root, stub_path, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "cudaErrorNoDevice"));
+	assert_non_null(strstr(err, "CUDA_VISIBLE_DEVICES"));
+	assert_null(strstr(err, "PINMEM_CUDART"));
+	stub_reset(1, 0);
+	rm_root(root);
+}
+
+/*
+ * A runtime whose driver context calls cannot be found: no guard is
+ * possible, so the backend is not created (a cudaSetDevice fallback would
+ * open a context on the caller's device 0 from every fresh thread), with a
+ * sentence that says why, and no context anywhere.
+ */
+static void no_driver_guard_fails(void **state)
+{
+	const char *path = getenv("PM_TEST_CUDA_STUB_NODRV");
+	struct pm_open_opts o = { .backend = PM_BACKEND_CUDA, .cuda_device = 1,
+				  .flags = PM_OPEN_NO_MODULE };
+	cudastub_reset_fn *reset;
+	cudastub_count_fn *count;
+	struct pm_ctx *ctx = (void *)1;
+	char err[1024] = "";
+	void *h;
+
+	assert_non_null(path);	/* make unit-check sets it */
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(h);
+	*(void **)&reset = dlsym(h, "cudastub_reset");
+	*(void **)&count = dlsym(h, "cudastub_count");
+	assert_true(reset && count);
+	assert_null(dlsym(h, "cuCtxPushCurrent_v2"));
+	reset(2, 0);
+	o.cuda_library = path;
+	o.errbuf = err;
+	o.errbuf_len = sizeof(err);
+	assert_int_equal(pm_open(&ctx, &o), -ENODEV);
+	assert_null(ctx);
+	print_message("%s\n", err);
+	assert_non_null(strstr(err, "cuCtxPushCurrent"));
+	assert_non_null(strstr(err, "device 1"));
+	assert_int_equal(count("context0"), 0);
+	assert_int_equal(count("context1"), 0);
+	assert_int_equal(count("streams"), 0);
+	reset(0, 0);
+	dlclose(h);
+}
+
+/* cudaFree failing leaves the memory known: a retry frees it, and the retained context is released. */
+static void dev_free_failure_keeps_memory(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	void *dev;
+
+	assert_int_equal(stub_count("retained0"), 1);
+	assert_int_equal(pm_dev_alloc(ctx, 4096, &dev), 0);
+	stub_fail("cudaFree", 1, cudaErrorIllegalAddress);
+	assert_int_equal(pm_dev_free(ctx, dev), -EIO);
+	assert_int_equal(stub_count("allocs"), 1);
+	assert_int_equal(pm_dev_free(ctx, dev), 0);
+	assert_int_equal(stub_count("allocs"), 0);
+	assert_int_equal(pm_dev_free(ctx, dev), -EINVAL);
+	pm_close(ctx);
+	assert_int_equal(stub_count("retained0"), 0);
 }
 
 static void explicit_cuda_fails_clearly(void **state)
@@ -606,6 +692,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(auto_without_gpu_uses_host, setup),
 		cmocka_unit_test_setup(auto_with_gpu_never_falls_back, setup),
+		cmocka_unit_test_setup(auto_names_the_cuda_error, setup),
+		cmocka_unit_test_setup(no_driver_guard_fails, setup),
+		cmocka_unit_test_setup(dev_free_failure_keeps_memory, setup),
 		cmocka_unit_test_setup(explicit_cuda_fails_clearly, setup),
 		cmocka_unit_test_setup(library_from_environment, setup),
 		cmocka_unit_test_setup(stream_on_chosen_device, setup),

@@ -289,6 +289,134 @@ static void test_hist(void **state)
 	free(h);
 }
 
+/* Batches of one rank's epoch, packed as the stream packs them; items counted into seen. */
+static size_t rank_batches(struct pm_manifest *m, uint32_t rank, uint32_t world,
+			   enum pm_shard_pad pad, bool shuffle, uint32_t epoch,
+			   const uint32_t *align, uint64_t slot, uint32_t max_items,
+			   uint32_t *seen)
+{
+	struct pm_plan p;
+	size_t n = 0, k;
+	uint64_t span;
+
+	assert_int_equal(pm_plan_init(&p, m, rank, world, pad, shuffle, 9), 0);
+	assert_int_equal(pm_plan_packing(&p, align, slot, max_items), 0);
+	assert_int_equal(pm_plan_epoch(&p, epoch), 0);
+	for (size_t pos = 0; pos < p.count; pos += k, n++) {
+		k = pm_plan_batch(&p, pos, align, slot, max_items, &span);
+		assert_true(k > 0);
+		assert_true(span <= slot);
+		for (size_t i = 0; i < k; i++)
+			seen[p.order[pos + i]]++;
+	}
+	pm_plan_free(&p);
+	return n;
+}
+
+/*
+ * Equal steps: items of sizes 1..30000 in 64 KiB slots pack into different
+ * batch counts per rank; every rank still gets the same number each epoch,
+ * every item arrives (EXACT: once, but for at most one repeat per rank).
+ */
+static void test_equal_steps(void **state)
+{
+	static const enum pm_shard_pad pads[] = { PM_SHARD_EXACT, PM_SHARD_PAD, PM_SHARD_DROP };
+	struct pm_manifest *m = items(1003, 30000);
+	uint32_t align[2] = { 0, 0 }, *seen = calloc(1003, sizeof(*seen));
+	bool differed = false;
+
+	for (size_t pi = 0; pi < 3; pi++)
+		for (uint32_t world = 2; world <= 8; world *= 2)
+			for (uint32_t e = 0; e < 3; e++) {
+				size_t first = 0, repeats = 0;
+
+				memset(seen, 0, 1003 * sizeof(*seen));
+				for (uint32_t r = 0; r < world; r++) {
+					size_t nb = rank_batches(m, r, world, pads[pi], e > 0, e,
+								 align, 65536, 0, seen);
+
+					if (!r)
+						first = nb;
+					assert_int_equal(nb, first);
+				}
+				for (size_t i = 0; i < 1003; i++) {
+					if (pads[pi] != PM_SHARD_DROP)
+						assert_true(seen[i] >= 1);
+					if (seen[i] > 1)
+						repeats += seen[i] - 1;
+				}
+				if (pads[pi] == PM_SHARD_EXACT)
+					assert_true(repeats <= world);
+			}
+	/* without equal steps (packing not given) the same shares differ */
+	for (uint32_t r = 0; r < 8 && !differed; r++) {
+		struct pm_plan p;
+		size_t n = 0, k, n0 = 0;
+		uint64_t span;
+
+		for (uint32_t q = 0; q < 2; q++) {
+			n = 0;
+			assert_int_equal(pm_plan_init(&p, m, q ? r : 0, 8, PM_SHARD_EXACT, true, 9), 0);
+			assert_int_equal(pm_plan_epoch(&p, 1), 0);
+			for (size_t pos = 0; pos < p.count; pos += k, n++)
+				k = pm_plan_batch(&p, pos, align, 65536, 0, &span);
+			pm_plan_free(&p);
+			if (!q)
+				n0 = n;
+		}
+		differed = n != n0;
+	}
+	assert_true(differed);	/* the case is one that needs equalizing */
+	free(seen);
+	pm_manifest_destroy(m);
+}
+
+/*
+ * Fixed item-count batches: the slot holds the largest batch the plan makes,
+ * not batch_items of the dataset's largest items.  Every 10th item is large:
+ * batches of 10 hold one each, shuffled ones a few; the old bound was 10.
+ */
+static void test_slot_for_batches(void **state)
+{
+	struct pm_manifest *m;
+	uint32_t align[1] = { 0 };
+	uint64_t fp_big = 10000 + 63, fp_small = 100 + 63, bound, got;
+	struct pm_plan p;
+
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(pm_manifest_add(m, "/a", (uint64_t)i * 10000,
+						 i % 10 ? 100 : 10000, false, 0, NULL, 0), 0);
+	bound = pm_plan_slot_for_items(m, align, 10);
+	assert_int_equal(bound, 10 * fp_big);
+	assert_int_equal(pm_plan_init(&p, m, 0, 1, PM_SHARD_EXACT, false, 0), 0);
+	assert_int_equal(pm_plan_slot_for_batches(&p, align, 10, 5), fp_big + 9 * fp_small);
+	pm_plan_free(&p);
+
+	/* shuffled: every batch of every epoch fits, and far below the bound */
+	for (uint32_t world = 1; world <= 3; world += 2) {
+		assert_int_equal(pm_plan_init(&p, m, world - 1, world, PM_SHARD_EXACT, true, 4), 0);
+		assert_int_equal(pm_plan_packing(&p, align, UINT64_MAX, 10), 0);
+		got = pm_plan_slot_for_batches(&p, align, 10, 3);
+		assert_true(got < bound / 2);
+		for (uint32_t e = 0; e < 3; e++) {
+			size_t k;
+			uint64_t span;
+
+			assert_int_equal(pm_plan_epoch(&p, e), 0);
+			for (size_t pos = 0; pos < p.count; pos += k) {
+				k = pm_plan_batch(&p, pos, align, got, 10, &span);
+				assert_true(k > 0);
+				/* a batch cut short by the slot would break fixed counts */
+				assert_true(k == 10 || pos + k == p.count ||
+					    (world > 1 && k >= 5));
+			}
+		}
+		pm_plan_free(&p);
+	}
+	pm_manifest_destroy(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +426,8 @@ int main(void)
 		cmocka_unit_test(test_plan_bad),
 		cmocka_unit_test(test_place),
 		cmocka_unit_test(test_batches),
+		cmocka_unit_test(test_equal_steps),
+		cmocka_unit_test(test_slot_for_batches),
 		cmocka_unit_test(test_hist),
 	};
 

@@ -709,6 +709,9 @@ static void handoff_stream(enum pm_backend_kind be, enum pm_handoff mode)
 		assert_int_equal(counts[i], 1);
 	assert_int_equal(pm_stream_stats(s, &st), 0);
 	assert_int_equal(st.bytes, pm_manifest_bytes(m));
+	/* copy latencies are measured whether or not the consumer waited for them */
+	if (be != PM_BACKEND_NONE && mode != PM_HANDOFF_HOST)
+		assert_true(st.copy_lat.max > 0);
 	assert_int_equal(pm_stream_release_on(s, NULL, NULL), -EINVAL);
 	free(counts);
 	finish(ctx, m, s);
@@ -808,6 +811,13 @@ static void test_fork_after_create(void **state)
 			code |= 16;
 		if (!mapped(ring))
 			code |= 32;
+		{
+			struct pm_stream_stats sst;
+
+			/* s->lock may have been held by the parent's reader at fork */
+			if (pm_stream_stats(s, &sst) != -ECHILD)
+				code |= 64;
+		}
 		ring[0] = 0x5a;		/* a worker writing its batch */
 		pm_stream_destroy(s);
 		pm_close(ctx);
@@ -816,7 +826,7 @@ static void test_fork_after_create(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	if (WEXITSTATUS(status))
-		fail_msg("forked child: check bits %#x failed (1 RSS, 2 slot mapped, 4 next, 8 release, 16 alloc, 32 ring)",
+		fail_msg("forked child: check bits %#x failed (1 RSS, 2 slot mapped, 4 next, 8 release, 16 alloc, 32 ring, 64 stats)",
 			 WEXITSTATUS(status));
 	assert_int_equal(ring[0], 0x5a);
 	/* the parent goes on as if nothing happened */
@@ -1215,6 +1225,23 @@ static void test_consumer_killed(void **state)
 /* --- the cuda backend path, on the test-only CUDA runtime stand-in --- */
 
 #if defined(PM_HAVE_CUDA) && !defined(PM_TEST_MODULE)
+/* pm_stream_next on its own thread, so a test can see it still blocked. */
+struct next_call {
+	struct pm_stream *s;
+	struct pm_batch *b;
+	int ret;
+	bool returned;
+};
+
+static void *next_on_thread(void *arg)
+{
+	struct next_call *nc = arg;
+
+	nc->ret = pm_stream_next(nc->s, &nc->b);
+	__atomic_store_n(&nc->returned, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 static void test_cuda_stub(void **state)
 {
 	const char *stub = getenv("PM_TEST_CUDA_STUB");
@@ -1269,19 +1296,24 @@ static void test_cuda_stub(void **state)
 	assert_int_equal(count("allocs"), 0);
 
 	/* copies held pending: no batch is handed out before its copy completed */
-	hold(1);
+	hold(2);
 	s = stream_ok(ctx, m, &o);
-	usleep(100000);
 	{
+		struct next_call nc = { .s = s };
 		struct pm_stream_stats st;
+		pthread_t t;
 
-		pm_stream_stats(s, &st);
+		assert_int_equal(pthread_create(&t, NULL, next_on_thread, &nc), 0);
+		usleep(200000);
+		assert_false(__atomic_load_n(&nc.returned, __ATOMIC_ACQUIRE));
+		assert_int_equal(pm_stream_stats(s, &st), 0);
 		assert_int_equal(st.batches, 0);
 		assert_int_equal(st.copy_lat.max, 0);
+		hold(0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_int_equal(nc.ret, 0);
+		b = nc.b;
 	}
-	complete();
-	hold(0);
-	assert_int_equal(pm_stream_next(s, &b), 0);
 	assert_non_null(b);
 	check_batch(m, b);
 	pm_stream_destroy(s);
@@ -1402,10 +1434,11 @@ static void test_cuda_device1(void **state)
  * on at once.  Returns how many batches the kernel saw with bytes other than
  * the file's, i.e. overwritten by a later batch before it read them.
  */
-static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
+static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on,
+			 bool read_host)
 {
 	struct pm_manifest *m = random_items(120, 23, 40000);
-	struct pm_ctx *ctx = stub_ctx(0);
+	struct pm_ctx *ctx = stub_ctx(1);
 	struct pm_stream_opts o;
 	struct pm_stream *s;
 	struct pm_batch *b;
@@ -1433,7 +1466,7 @@ static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
 		memcpy(v->items, b->items, b->nitems * sizeof(*v->items));
 		assert_int_equal(pm_stream_batch_wait(s, b, cs), 0);
 		assert_int_equal(st->kernel_read(cs, v->bytes,
-						 mode == PM_HANDOFF_HOST ? b->host : b->dev,
+						 read_host ? b->host : b->dev,
 						 b->span, 3000), cudaSuccess);
 		if (release_on)
 			assert_int_equal(pm_stream_release_on(s, b, cs), 0);
@@ -1442,6 +1475,13 @@ static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
 	}
 	assert_int_equal(st->stream_sync(cs), cudaSuccess);
 	assert_true(n > 10);
+	if (mode != PM_HANDOFF_HOST) {
+		struct pm_stream_stats sst;
+
+		/* measured in QUEUED too, where batches are handed over mid-copy */
+		assert_int_equal(pm_stream_stats(s, &sst), 0);
+		assert_true(sst.copy_lat.max > 0);
+	}
 	for (int k = 0; k < n; k++) {
 		struct seen *v = &seen[k];
 		bool ok = true;
@@ -1472,7 +1512,9 @@ static int consumer_race(struct stub *st, enum pm_handoff mode, bool release_on)
 static void test_cuda_queued_copy_fails_late(void **state)
 {
 	struct pm_manifest *m = random_items(200, 29, 40000);
+	cudastub_copy_delay_fn *copy_delay;
 	cudastub_fail_fn *fail_call;
+	struct pm_stream_stats sst;
 	struct pm_stream_opts o;
 	struct pm_stream *s;
 	struct pm_batch *b;
@@ -1488,6 +1530,27 @@ static void test_cuda_queued_copy_fails_late(void **state)
 	o.slots = 2;
 	o.batch_bytes = 64 << 10;
 	o.handoff = PM_HANDOFF_QUEUED;
+	/*
+	 * Copy latencies in QUEUED mode: every batch is handed over while its
+	 * (slow) copy still runs, so it is measured after the hand-over.
+	 */
+	*(void **)&copy_delay = dlsym(st.h, "cudastub_copy_delay");
+	assert_non_null(copy_delay);
+	copy_delay(3000);
+	s = stream_ok(ctx, m, &o);
+	n = 0;
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		assert_int_equal(pm_stream_release(s, b), 0);
+		n++;
+	}
+	assert_int_equal(ret, 0);
+	assert_true(n > 10);
+	assert_int_equal(pm_stream_stats(s, &sst), 0);
+	assert_true(sst.copy_lat.max >= 0.003);
+	pm_stream_destroy(s);
+	copy_delay(0);
+
+	n = 0;
 	s = stream_ok(ctx, m, &o);
 	for (int k = 0; k < 8; k++)	/* from the 3rd query on, every one fails */
 		fail_call("cudaEventQuery", 3 + k, cudaErrorIllegalAddress);
@@ -1509,9 +1572,13 @@ static void test_cuda_queued_copy_fails_late(void **state)
 
 /*
  * Release against the consumer's stream: zero overwritten reads in every
- * hand-off mode.  A plain release in the same loop lets the next copy (or,
- * in HOST mode, the next read) overwrite batches the kernel has not read
- * yet: the same check finds them, so it can fail.
+ * hand-off mode, whether the consumer's kernel reads the device buffer or
+ * the host slot (e.g. labels copied from b->host on its stream).  A plain
+ * release in the same loop lets the next copy (or the next read into the
+ * host slot) overwrite batches the kernel has not read yet: the same check
+ * finds them, so it can fail.  Rank 1 of a node: the program's device, the
+ * context's and the consumer stream's are 1, and device 0 never sees a
+ * context or a call, on any thread of the library.
  */
 static void test_cuda_consumer_race(void **state)
 {
@@ -1521,17 +1588,92 @@ static void test_cuda_consumer_race(void **state)
 	struct stub st;
 	int bad;
 
-	stub_open(&st, 1);
+	stub_open(&st, 2);
+	assert_int_equal(st.set_device(1), cudaSuccess);
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		bad = consumer_race(&st, modes[i], true);
+		bool host = modes[i] == PM_HANDOFF_HOST;
+
+		bad = consumer_race(&st, modes[i], true, host);
 		print_message("handoff %d, release_on: %d overwritten batches\n", modes[i], bad);
 		assert_int_equal(bad, 0);
-		bad = consumer_race(&st, modes[i], false);
+		bad = consumer_race(&st, modes[i], false, host);
 		print_message("handoff %d, plain release: %d overwritten batches\n", modes[i], bad);
 		assert_true(bad > 0);
+		if (host)
+			continue;
+		bad = consumer_race(&st, modes[i], true, true);
+		print_message("handoff %d, release_on, kernel reads the host slot: %d overwritten\n",
+			      modes[i], bad);
+		assert_int_equal(bad, 0);
 	}
+	assert_int_equal(st.count("context0"), 0);
+	assert_int_equal(st.count("calls_on0"), 0);
+	assert_int_equal(st.count("retained0"), 0);
+	assert_int_equal(st.count("retained1"), 0);	/* pm_close released it */
 	assert_int_equal(st.count("events"), 0);
 	assert_int_equal(st.count("allocs"), 0);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
+ * A DataLoader worker forked while a cuda stream runs: every call in the
+ * child fails with -ECHILD and makes no CUDA call at all (CUDA state does
+ * not survive fork; a call there can hang on the parent's locks).
+ */
+static void test_cuda_fork_no_calls(void **state)
+{
+	struct pm_manifest *m = random_items(60, 37, 40000);
+	cudastub_calls_by_fn *calls_by;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct stub st;
+	int status;
+	pid_t pid;
+
+	stub_open(&st, 1);
+	*(void **)&calls_by = dlsym(st.h, "cudastub_calls_by");
+	assert_non_null(calls_by);
+	ctx = stub_ctx(0);
+	pm_stream_opts_init(&o);
+	o.slots = 3;
+	o.batch_bytes = 64 << 10;
+	o.handoff = PM_HANDOFF_QUEUED;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_non_null(b);
+	assert_true(calls_by(getpid()) > 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct pm_stream_stats sst;
+		struct pm_batch *b2;
+		struct pm_buf *nb;
+		void *dev;
+		int bad = 0;
+
+		bad |= pm_stream_next(s, &b2) != -ECHILD;
+		bad |= pm_stream_batch_wait(s, b, NULL) != -ECHILD;
+		bad |= pm_stream_release_on(s, b, NULL) != -ECHILD;
+		bad |= pm_stream_release(s, b) != -ECHILD;
+		bad |= pm_stream_stats(s, &sst) != -ECHILD;
+		bad |= pm_buf_alloc(ctx, 4096, NULL, &nb) != -ECHILD;
+		bad |= pm_dev_alloc(ctx, 4096, &dev) != -ECHILD;
+		pm_stream_destroy(s);
+		pm_close(ctx);
+		_exit(bad ? 200 : calls_by(getpid()) > 199 ? 199 : calls_by(getpid()));
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 200)
+		fail_msg("forked child: a call did not fail with -ECHILD");
+	assert_int_equal(WEXITSTATUS(status), 0);	/* CUDA calls made in the child */
+	assert_int_equal(pm_stream_release(s, b), 0);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
 	st.reset(1, 0);
 	dlclose(st.h);
 }
@@ -1568,6 +1710,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_device1),
 		cmocka_unit_test(test_cuda_consumer_race),
 		cmocka_unit_test(test_cuda_queued_copy_fails_late),
+		cmocka_unit_test(test_cuda_fork_no_calls),
 #endif
 	};
 

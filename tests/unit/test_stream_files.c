@@ -13,7 +13,6 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -45,14 +44,7 @@ static void fill(unsigned char *p, size_t n, uint64_t seed)
 
 static int setup(void **state)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0)
-		return -1;
-	exe[n] = 0;
-	snprintf(dir, sizeof(dir), "%s/files-test.XXXXXX", dirname(exe));
-	if (!mkdtemp(dir))
+	if (test_dir_make(dir, sizeof(dir), "files-test"))
 		return -1;
 	for (int i = 0; i < NF; i++) {
 		int fd;
@@ -306,6 +298,44 @@ static void test_bad_at_create(void **state)
 	pm_close(ctx);
 }
 
+/* Equal steps through the stream: 4 ranks of differently sized items get as many batches each. */
+static void test_equal_steps(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(1 << 20);
+	struct pm_stream_opts o;
+	uint64_t first[2] = { 0, 0 };
+
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 48 << 10;
+	o.world_size = 4;
+	o.shuffle = true;
+	o.epochs = 2;
+	for (uint32_t r = 0; r < 4; r++) {
+		struct pm_stream *s;
+		struct pm_stream_stats st;
+		struct pm_batch *b;
+		uint64_t n[2] = { 0, 0 };
+
+		o.rank = r;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		while (!pm_stream_next(s, &b) && b) {
+			n[b->epoch]++;
+			pm_stream_release(s, b);
+		}
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		assert_int_equal(st.failed_batches, 0);
+		for (int e = 0; e < 2; e++) {
+			if (!r)
+				first[e] = n[e];
+			assert_int_equal(n[e], first[e]);	/* per epoch: shuffles differ */
+		}
+		pm_stream_destroy(s);
+	}
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_chunks_share_entry),
 		cmocka_unit_test(test_vanished),
 		cmocka_unit_test(test_bad_at_create),
+		cmocka_unit_test(test_equal_steps),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

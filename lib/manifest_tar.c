@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tar shards as manifest items: each regular member becomes an item read in
+ * place (its data's offset and size in the archive), nothing is extracted.
+ * Headers are POSIX ustar with GNU long names ('L') and base-256 sizes, and
+ * pax extended headers ('x': path and size).  Members are grouped into
+ * samples by WebDataset key, as webdataset's tariterators do: the path up to
+ * the first dot of its file name ("train/000123.jpg" and
+ * "train/000123.cls" are one sample).  Every refusal names the archive and
+ * the offset of the header at fault.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "manifest.h"
+
+#define BLOCK		512
+#define NAME_MAX_LEN	4096	/* longest member path taken from 'L' or pax */
+
+struct tar {
+	const char *path;
+	int fd;
+	uint64_t size;		/* of the archive */
+	char *err;
+	size_t errlen;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int bad(struct tar *t, uint64_t off, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(t->err, t->errlen, "%s: header at offset %llu: %s", t->path,
+		 (unsigned long long)off, what);
+	return -EINVAL;
+}
+
+static int read_at(struct tar *t, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t r = pread(t->fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(t->err, t->errlen, "%s: read at offset %llu: %s", t->path,
+				 (unsigned long long)(off + done), strerror(errno));
+			return -errno;
+		}
+		if (!r)
+			return -ENODATA;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* Octal (space/NUL padded) or GNU base-256 number; false when malformed. */
+static bool number(const unsigned char *f, size_t len, uint64_t *v)
+{
+	size_t i = 0;
+	bool digits = false;
+
+	*v = 0;
+	if (f[0] & 0x80) {
+		/* base-256: big-endian, the first byte's top bit is the marker */
+		if (f[0] != 0x80)
+			return false;	/* negative or too large */
+		for (i = 1; i < len; i++) {
+			if (*v >> 56)
+				return false;
+			*v = (*v << 8) | f[i];
+		}
+		return true;
+	}
+	while (i < len && f[i] == ' ')
+		i++;
+	for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) {
+		if (*v >> 60)
+			return false;
+		*v = *v * 8 + (f[i] - '0');
+		digits = true;
+	}
+	for (; i < len; i++)
+		if (f[i] != ' ' && f[i])
+			return false;
+	return digits;
+}
+
+/* The header's checksum as stored, against both the unsigned and the old signed sum. */
+static bool checksum_ok(const unsigned char *h)
+{
+	uint64_t want;
+	long sum_u = 0, sum_s = 0;
+
+	if (!number(h + 148, 8, &want))
+		return false;
+	for (int i = 0; i < BLOCK; i++) {
+		unsigned char c = i >= 148 && i < 156 ? ' ' : h[i];
+
+		sum_u += c;
+		sum_s += (signed char)c;
+	}
+	return (long)want == sum_u || (long)want == sum_s;
+}
+
+static bool zero_block(const unsigned char *h)
+{
+	for (int i = 0; i < BLOCK; i++)
+		if (h[i])
+			return false;
+	return true;
+}
+
+/* pax records "LEN key=value\n": take path and size. */
+static int pax(struct tar *t, uint64_t hoff, const char *p, size_t n, char *name,
+	       uint64_t *size, bool *has_size)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t len = 0, k = i;
+		const char *kv, *eq;
+
+		while (k < n && p[k] >= '0' && p[k] <= '9' && len < n)
+			len = len * 10 + (size_t)(p[k++] - '0');
+		if (k >= n || p[k] != ' ' || len <= k - i || i + len > n || p[i + len - 1] != '\n')
+			return bad(t, hoff, "malformed pax record at byte %zu", i);
+		kv = p + k + 1;
+		eq = memchr(kv, '=', (size_t)(p + i + len - 1 - kv));
+		if (!eq)
+			return bad(t, hoff, "malformed pax record at byte %zu", i);
+		if (eq - kv == 4 && !memcmp(kv, "path", 4)) {
+			size_t vl = (size_t)(p + i + len - 1 - (eq + 1));
+
+			if (vl >= NAME_MAX_LEN)
+				return bad(t, hoff, "pax path of %zu bytes is too long", vl);
+			memcpy(name, eq + 1, vl);
+			name[vl] = 0;
+		} else if (eq - kv == 4 && !memcmp(kv, "size", 4)) {
+			char num[32];
+			size_t vl = (size_t)(p + i + len - 1 - (eq + 1));
+			char *end;
+
+			if (!vl || vl >= sizeof(num))
+				return bad(t, hoff, "pax size is not a number");
+			memcpy(num, eq + 1, vl);
+			num[vl] = 0;
+			errno = 0;
+			*size = strtoull(num, &end, 10);
+			if (errno || *end || num[0] < '0' || num[0] > '9')
+				return bad(t, hoff, "pax size '%s' is not a number", num);
+			*has_size = true;
+		}
+		i += len;
+	}
+	return 0;
+}
+
+/* Length of the WebDataset key of a member path: up to the first dot of its file name. */
+static size_t key_len(const char *name)
+{
+	const char *base = strrchr(name, '/');
+	const char *dot;
+
+	base = base ? base + 1 : name;
+	dot = strchr(base, '.');
+	return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+/* Read an extension header's data (a long name or pax records) into a new string. */
+static int ext_data(struct tar *t, uint64_t hoff, uint64_t size, char **out)
+{
+	char *p;
+	int ret;
+
+	if (size > 1 << 20)
+		return bad(t, hoff, "extension header of %llu bytes (at most 1 MiB)",
+			   (unsigned long long)size);
+	p = malloc(size + 1);
+	if (!p)
+		return -ENOMEM;
+	ret = read_at(t, p, size, hoff + BLOCK);
+	if (ret == -ENODATA)
+		ret = bad(t, hoff, "truncated: its %llu bytes of data end past the archive's end (%llu bytes)",
+			  (unsigned long long)size, (unsigned long long)t->size);
+	if (ret) {
+		free(p);
+		return ret;
+	}
+	p[size] = 0;
+	*out = p;
+	return 0;
+}
+
+static int index_tar(struct pm_manifest *m, struct tar *t)
+{
+	unsigned char h[BLOCK];
+	char name[NAME_MAX_LEN], key[NAME_MAX_LEN] = "";
+	bool have_name = false, has_size = false, have_key = false;
+	uint64_t off = 0, pax_size = 0;
+	int ret;
+
+	for (;;) {
+		uint64_t size, data;
+		char type;
+
+		if (off == t->size)
+			return 0;	/* no end blocks: tolerated, as GNU tar does */
+		ret = read_at(t, h, BLOCK, off);
+		if (ret == -ENODATA)
+			return bad(t, off, "truncated: the archive ends inside a header (%llu bytes)",
+				   (unsigned long long)t->size);
+		if (ret)
+			return ret;
+		if (zero_block(h))
+			return 0;	/* end of archive */
+		if (!checksum_ok(h))
+			return bad(t, off, "checksum mismatch (a corrupt header, or not a tar archive)");
+		if (!number(h + 124, 12, &size))
+			return bad(t, off, "size field is not a number");
+		type = (char)h[156];
+		if (has_size)
+			size = pax_size;
+		data = off + BLOCK;
+		if (size > t->size || data > t->size - size)
+			return bad(t, off, "member of %llu bytes ends past the archive's end (%llu bytes): truncated",
+				   (unsigned long long)size, (unsigned long long)t->size);
+		if (type == 'L' || type == 'x') {
+			char *p = NULL;
+
+			ret = ext_data(t, off, size, &p);
+			if (ret)
+				return ret;
+			if (type == 'L') {
+				snprintf(name, sizeof(name), "%s", p);
+				have_name = true;
+			} else {
+				name[0] = 0;
+				ret = pax(t, off, p, size, name, &pax_size, &has_size);
+				have_name = name[0] != 0;
+			}
+			free(p);
+			if (ret)
+				return ret;
+		} else {
+			if (!have_name) {
+				/* ustar: prefix "/" name, each NUL-terminated unless full */
+				int pl = (int)strnlen((const char *)h + 345, 155);
+				int nl = (int)strnlen((const char *)h, 100);
+
+				if (!memcmp(h + 257, "ustar", 5) && pl)
+					snprintf(name, sizeof(name), "%.*s/%.*s", pl,
+						 (const char *)h + 345, nl, (const char *)h);
+				else
+					snprintf(name, sizeof(name), "%.*s", nl, (const char *)h);
+			}
+			/* an empty member has no bytes to read: no item (manifests refuse 0) */
+			if ((type == '0' || type == '\0' || type == '7') && size) {
+				size_t kl = key_len(name);
+				bool same = have_key && strlen(key) == kl && !strncmp(key, name, kl);
+
+				ret = pm_manifest_add(m, t->path, data, size, false, 0,
+						      t->err, t->errlen);
+				if (ret)
+					return ret;
+				if (same) {
+					/* the key of the member before: one sample */
+					m->items[m->n - 1].sample = m->items[m->n - 2].sample;
+					m->nsamples--;
+				}
+				memcpy(key, name, kl);
+				key[kl] = 0;
+				have_key = true;
+			}
+			have_name = false;
+			has_size = false;
+		}
+		off = data + (size + BLOCK - 1) / BLOCK * BLOCK;
+		if (off > t->size)
+			off = t->size;	/* the last member's padding may be cut: no end blocks */
+	}
+}
+
+int pm_manifest_add_tar(struct pm_manifest *m, const char *path, char *err, size_t errlen)
+{
+	size_t before = m->n;
+	uint32_t paths_before = m->npaths;
+	struct tar t = { .path = path, .err = err, .errlen = errlen };
+	struct stat st;
+	int ret;
+
+	/* O_NONBLOCK: opening a FIFO with no writer would wait forever */
+	t.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (t.fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(t.fd, &st)) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+	} else if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		ret = -EINVAL;
+	} else {
+		t.size = (uint64_t)st.st_size;
+		ret = index_tar(m, &t);	/* no members: no items, like an empty file */
+	}
+	close(t.fd);
+	if (ret)
+		pm_manifest_truncate(m, before, paths_before);
+	return ret;
+}
