@@ -59,6 +59,7 @@ static void pinmem_cg_free(struct list_head *dead)
 		kfree(cg);
 }
 
+#ifdef CONFIG_CGROUPS
 /*
  * The ids of @cgrp and its ancestors below the root, leaf first; returns
  * how many (at most @max), or -E2BIG.
@@ -145,6 +146,14 @@ struct pinmem_cg *pinmem_cg_get_current(void)
 	return pinmem_cg_chain_get(ids, n);
 }
 
+#else
+/* A kernel without cgroups: every file is in the root, with no budget. */
+struct pinmem_cg *pinmem_cg_get_current(void)
+{
+	return NULL;
+}
+#endif /* CONFIG_CGROUPS */
+
 /**
  * pinmem_cg_put() - drop a reference from pinmem_cg_get_current()
  * @cg: the entry, or NULL
@@ -194,6 +203,7 @@ void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes)
 	}
 }
 
+#ifdef CONFIG_CGROUPS
 /* The chain of the cgroup at @path (caller's cgroup namespace); 0 or -errno. */
 static int pinmem_cg_path_ids(const char *path, u64 *ids, int *n)
 {
@@ -264,6 +274,13 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 	pinmem_cg_free(&dead);
 	return 0;
 }
+
+#else
+int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
+{
+	return -EOPNOTSUPP;
+}
+#endif /* CONFIG_CGROUPS */
 
 /**
  * pinmem_cg_exit() - free the entries kept for their limits at unload

@@ -80,9 +80,7 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 		      struct pm_backend **bep, char *note, size_t note_len)
 {
 	char scratch[8], why[384], gpu[PATH_MAX + 32];
-#ifdef PM_HAVE_CUDA
 	int r;
-#endif
 
 	if (!note) {
 		note = scratch;

@@ -193,8 +193,10 @@ for m in 8:pinctl 1:pinstream; do
 done
 
 if [[ " $pkgs " == *" python3-pinmem "* ]]; then
-	# From / so that the checkout's python/ is not what gets imported.
-	out=$(cd / && PYTHONDONTWRITEBYTECODE=1 python3 -c 'import pinmem; print(pinmem.__file__, pinmem.open().empty(4096).pin_mode)') ||
+	# Debian's interpreter, the one python3-pinmem depends on (not a pyenv
+	# or virtualenv python3 first on PATH), from / so that the checkout's
+	# python/ is not what gets imported.
+	out=$(cd / && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import pinmem; print(pinmem.__file__, pinmem.open().empty(4096).pin_mode)') ||
 		fail "python3 cannot import pinmem from python3-pinmem: $out"
 	echo "$out" | has -x '/usr/lib/python3/dist-packages/pinmem/__init__.py \(module\|mlock\)' ||
 		fail "python3-pinmem: '$out', want /usr/lib/python3/dist-packages/pinmem and a pinned buffer"

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,6 +105,60 @@ static void hidden_processes(void **state)
 	assert_null(strstr(text, "hidden"));
 	assert_non_null(strstr(text, "(no process holds pinmem regions)"));
 	free(text);
+}
+
+/* Cgroup lines (ABI 1.2): parsed, named by the inode of their directory. */
+static void cgroup_lines(void **state)
+{
+	char root[] = "/tmp/pinctl-cg-XXXXXX", dir[256], text[1024], *out = NULL;
+	struct pctl_env env = { 0 };
+	struct stat st;
+	size_t len = 0;
+	FILE *f;
+
+	assert_non_null(mkdtemp(root));
+	snprintf(dir, sizeof(dir), "%s/fs", root);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/fs/cgroup", root);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/fs/cgroup/pods", root);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/fs/cgroup/pods/job1", root);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(stat(dir, &st), 0);
+	snprintf(text, sizeof(text), HEAD
+		 "cgroup id %llu pinned_bytes 1048576 limit_bytes 2097152 peak_bytes 2097152 refused 3 later 1\n"
+		 "cgroup id 999999999 pinned_bytes 4096 limit_bytes 18446744073709551615 peak_bytes 4096 refused 0\n",
+		 (unsigned long long)st.st_ino);
+	assert_int_equal(parse(text), 0);
+	assert_int_equal(snap.nr_cgroups, 2);
+	assert_int_equal(snap.cgroups[0].id, st.st_ino);
+	assert_int_equal(snap.cgroups[0].pinned_bytes, 1048576);
+	assert_int_equal(snap.cgroups[0].limit_bytes, 2097152);
+	assert_int_equal(snap.cgroups[0].refused, 3);
+	assert_int_equal(snap.cgroups[1].limit_bytes, PCTL_UNLIMITED);
+	snprintf(env.sys_root, sizeof(env.sys_root), "%s", root);
+	pctl_cgroup_paths(&env, &snap);
+	assert_string_equal(snap.cgroups[0].path, "/pods/job1");
+	assert_string_equal(snap.cgroups[1].path, "(removed, id 999999999)");
+	f = open_memstream(&out, &len);
+	pctl_render_text(f, &snap, -1);
+	fclose(f);
+	assert_non_null(strstr(out, "CGROUP"));
+	assert_non_null(strstr(out, "/pods/job1"));
+	free(out);
+	rmdir(dir);
+	snprintf(dir, sizeof(dir), "%s/fs/cgroup/pods", root);
+	rmdir(dir);
+	snprintf(dir, sizeof(dir), "%s/fs/cgroup", root);
+	rmdir(dir);
+	snprintf(dir, sizeof(dir), "%s/fs", root);
+	rmdir(dir);
+	rmdir(root);
+	/* A malformed number is refused like any other line's. */
+	pctl_snapshot_free(&snap);
+	memset(&snap, 0, sizeof(snap));
+	assert_int_equal(parse(HEAD "cgroup id x\n"), -EPROTO);
 }
 
 /* Defaults when a line is missing: no limit, RLIMIT enforcement unknown. */
@@ -243,6 +299,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(full_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(hidden_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(tolerant, setup, teardown),
 		cmocka_unit_test_setup_teardown(other_major_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(malformed, setup, teardown),

@@ -108,6 +108,13 @@ enum pctl_source {
 	PCTL_SRC_KERNEL,	/* no module: /proc/vmstat, meminfo, PID/status */
 };
 
+/* A cgroup budget of the module (ABI 1.2), as the stats file lists it. */
+struct pctl_cgroup {
+	uint64_t id;			/* its inode number on the cgroup2 mount */
+	char path[4096];		/* from the mount, or "(removed, id N)" */
+	uint64_t pinned_bytes, limit_bytes, peak_bytes, refused;
+};
+
 struct pctl_snapshot {
 	enum pctl_source source;
 	bool module;			/* budgets come from the module */
@@ -123,6 +130,8 @@ struct pctl_snapshot {
 	/* Process lines the module left out for this reader (other users,
 	 * other pid namespaces); -1 when the module does not say. */
 	int64_t hidden_procs;
+	struct pctl_cgroup *cgroups;
+	size_t nr_cgroups;
 	/* The whole machine, from the kernel's own counters (always read). */
 	uint64_t mem_total;
 	uint64_t mlocked;
@@ -131,6 +140,13 @@ struct pctl_snapshot {
 	uint64_t page_size;
 	char note[160];			/* why a richer source was not used */
 };
+
+/* tools/pinctl_cgroup.c: one "cgroup" line; paths by inode; table; JSON. */
+int pctl_cgroup_parse(char **tok, int n, struct pctl_snapshot *snap, const char **bad);
+void pctl_cgroup_paths(const struct pctl_env *env, struct pctl_snapshot *snap);
+void pctl_cgroup_render(FILE *f, const struct pctl_snapshot *snap);
+struct pctl_json;
+void pctl_cgroup_json(struct pctl_json *j, const struct pctl_snapshot *snap);
 
 /* Parse the module's stats text into @snap (users/procs allocated). */
 int pctl_stats_parse(const char *text, struct pctl_snapshot *snap, char *why, size_t why_len);

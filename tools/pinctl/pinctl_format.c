@@ -163,6 +163,7 @@ void pctl_render_text(FILE *f, const struct pctl_snapshot *snap, int max_procs)
 		if (snap->note[0])
 			fprintf(f, "note     %s\n", snap->note);
 		render_users(f, snap);
+		pctl_cgroup_render(f, snap);
 		if (snap->source == PCTL_SRC_PROC)
 			render_procs(f, snap, max_procs);
 		return;

@@ -39,9 +39,11 @@ void pctl_snapshot_free(struct pctl_snapshot *snap)
 {
 	free(snap->users);
 	free(snap->procs);
+	free(snap->cgroups);
 	snap->users = NULL;
 	snap->procs = NULL;
-	snap->nr_users = snap->nr_procs = 0;
+	snap->cgroups = NULL;
+	snap->nr_users = snap->nr_procs = snap->nr_cgroups = 0;
 }
 
 int pctl_mem_total(const struct pctl_env *env, uint64_t *bytes)
@@ -379,4 +381,5 @@ void pctl_snapshot_names(const struct pctl_env *env, struct pctl_snapshot *snap)
 	for (size_t i = 0; i < snap->nr_procs; i++)
 		pctl_user_name(env, snap->procs[i].uid, snap->procs[i].user,
 			       sizeof(snap->procs[i].user));
+	pctl_cgroup_paths(env, snap);
 }

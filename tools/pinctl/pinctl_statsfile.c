@@ -268,6 +268,8 @@ static int parse_line(char **tok, int n, struct pctl_snapshot *snap, bool *versi
 		ret = parse_user(tok, n, snap, &bad);
 	} else if (!strcmp(tok[0], "process")) {
 		ret = parse_process(tok, n, snap, &bad);
+	} else if (!strcmp(tok[0], "cgroup")) {
+		ret = pctl_cgroup_parse(tok, n, snap, &bad);
 	}
 	if (ret == -EPROTO)
 		goto bad_value;
