@@ -141,7 +141,7 @@ struct pctl_snapshot {
 	char note[160];			/* why a richer source was not used */
 };
 
-/* tools/pinctl_cgroup.c: one "cgroup" line; paths by inode; table; JSON. */
+/* pinctl_cgroup.c: one "cgroup" line; paths by inode; table; JSON. */
 int pctl_cgroup_parse(char **tok, int n, struct pctl_snapshot *snap, const char **bad);
 void pctl_cgroup_paths(const struct pctl_env *env, struct pctl_snapshot *snap);
 void pctl_cgroup_render(FILE *f, const struct pctl_snapshot *snap);
