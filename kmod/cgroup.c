@@ -27,7 +27,7 @@
 static DEFINE_HASHTABLE(pinmem_cgs, PINMEM_CG_HASH_BITS);
 
 /* Caller holds the budget lock. */
-static struct pinmem_cg *pinmem_cg_find(u64 id)
+static __maybe_unused struct pinmem_cg *pinmem_cg_find(u64 id)
 {
 	struct pinmem_cg *cg;
 

@@ -97,8 +97,12 @@ int pm_numa_place(void *p, size_t len, int node)
 		return -EINVAL;
 	mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
 	/* preferred, not bound: a full node spills over instead of failing the fault */
-	if (syscall(SYS_mbind, p, len, MPOL_PREFERRED, mask, PM_NUMA_MAX + 1, 0))
-		return -errno;
+	if (syscall(SYS_mbind, p, len, MPOL_PREFERRED, mask, PM_NUMA_MAX + 1, 0)) {
+		/* A kernel without CONFIG_NUMA has node 0 only: already there. */
+		if (errno == ENOSYS && node == 0)
+			return 0;
+		return errno == ENOSYS ? -EINVAL : -errno;
+	}
 	return 0;
 }
 
@@ -107,6 +111,6 @@ int pm_numa_node_of(const void *p)
 	int node = -1;
 
 	if (syscall(SYS_get_mempolicy, &node, NULL, 0, p, MPOL_F_NODE | MPOL_F_ADDR))
-		return -1;
+		return errno == ENOSYS ? 0 : -1;	/* no CONFIG_NUMA: node 0 */
 	return node;
 }

@@ -14,9 +14,9 @@
 int pm_numa_gpu_node(const char *root, const char *pci_bus_id, char *note, size_t len);
 /* The CPUs of a node (its sysfs cpulist); 0 or -errno. */
 int pm_numa_cpus(const char *root, int node, cpu_set_t *set);
-/* Prefer node for [p, p + len) before it is faulted; 0 or -errno. */
+/* Prefer node for [p, p + len) before it is faulted; 0 or -errno (-EINVAL: no such node, also any node but 0 without CONFIG_NUMA). */
 int pm_numa_place(void *p, size_t len, int node);
-/* The node of the page at p (faulted), or -1. */
+/* The node of the page at p (faulted; 0 without CONFIG_NUMA), or -1. */
 int pm_numa_node_of(const void *p);
 
 #endif /* PM_NUMA_H */

@@ -46,6 +46,20 @@ int kt_ok(int cond, const char *fmt, ...)
 	return cond;
 }
 
+void kt_skip(const char *fmt, ...)
+{
+	char prefix[32], buf[400];
+	va_list ap;
+
+	kt_cases++;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	snprintf(prefix, sizeof(prefix), "ok %d - ", kt_cases);
+	printf("%s%s # SKIP\n", prefix, buf);
+	fflush(stdout);
+}
+
 int kt_eq(long long got, long long want, const char *fmt, ...)
 {
 	char name[400];

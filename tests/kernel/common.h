@@ -22,6 +22,8 @@
 /* TAP: one line per case; kt_done() prints the plan and the exit status. */
 int kt_ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kt_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A case the kernel cannot run (a feature not built in): TAP "# SKIP". */
+void kt_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void kt_bail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 int kt_done(void);
 /* kt_ok() of "got == want", printing both when they differ. */
