@@ -13,6 +13,7 @@
 #ifndef PM_TEST_H
 #define PM_TEST_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -328,6 +329,19 @@ static inline int in_child(int (*fn)(void))
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/* Open file descriptors of this process (entries of /proc/self/fd, "." and ".." included). */
+static inline int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
 }
 
 /*

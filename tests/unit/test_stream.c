@@ -15,7 +15,6 @@
  * in the VM against the real /dev/pinmem instead of the stand-in module.
  */
 #include <dlfcn.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -137,18 +136,6 @@ static void close_ctx(struct pm_ctx *ctx)
 #ifndef PM_TEST_MODULE
 	assert_int_equal(fake.regions, 0);	/* every slot buffer unpinned */
 #endif
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
 }
 
 static struct pm_manifest *new_manifest(void)

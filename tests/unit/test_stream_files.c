@@ -11,7 +11,6 @@
  * The open-files limit is lowered for each case (and restored), so a few
  * hundred files are "many".
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -69,18 +68,6 @@ static int teardown(void **state)
 		free(data[i]);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) ? -1 : 0;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
 }
 
 static struct pm_ctx *open_ctx(void)
