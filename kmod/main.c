@@ -59,8 +59,8 @@ static long pinmem_ioc_version(struct pinmem_file *f, void __user *uarg)
 /**
  * pinmem_ioc_pin() - PINMEM_IOC_PIN: pin and charge a user range
  * @f: the file; only its opener's mm may pin through it
- * @uarg: struct pinmem_pin; flags, pad, the out fields of ABI 1.1 and
- *	reserved must be zero
+ * @uarg: struct pinmem_pin; flags, pad, pad2 and reserved must be zero; the
+ *	out fields of ABI 1.1 are ignored (a 1.0 program reuses its struct)
  *
  * Return: 0 with handle, pages, segments, huge_bytes and charged_bytes
  * filled in; -EINVAL for non-zero flags, pad or reserved; otherwise see
@@ -72,8 +72,7 @@ static long pinmem_ioc_pin(struct pinmem_file *f, void __user *uarg)
 
 	if (copy_from_user(&pin, uarg, sizeof(pin)))
 		return -EFAULT;
-	if (pin.flags || pin.pad || pin.charged_bytes || pin.refused ||
-	    pin.pad2 || !pinmem_reserved_zero(&pin)) {
+	if (pin.flags || pin.pad || pin.pad2 || !pinmem_reserved_zero(&pin)) {
 		pin.refused = PINMEM_REFUSED_ARGS;
 		if (put_user(pin.refused, &((struct pinmem_pin __user *)uarg)->refused))
 			return -EFAULT;
@@ -139,9 +138,8 @@ static long pinmem_ioc_stats(struct pinmem_file *f, void __user *uarg)
 
 	if (copy_from_user(&st, uarg, sizeof(st)))
 		return -EFAULT;
-	if (st.flags || st.user_locked_bytes || st.cgroup_id ||
-	    st.refused_cgroup || st.refused_cgroup_id ||
-	    !pinmem_reserved_zero(&st))
+	/* the out fields carved from 1.0's reserved space are ignored on input */
+	if (st.flags || !pinmem_reserved_zero(&st))
 		return -EINVAL;
 	pinmem_stats_fill(f, &st);
 	return copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;

@@ -115,9 +115,10 @@ struct pinmem_version {
  * @huge_bytes: bytes backed by PMD-sized or larger pages (THP, hugetlb) (out)
  * @charged_bytes: bytes this PIN added to the budgets (ABI 1.1): whole huge
  *	folios the file did not hold yet, plus the base pages; may be more or
- *	less than @length (out; must be zero on input)
+ *	less than @length (out; ignored on input, so a struct reused from an
+ *	earlier call works, as ABI 1.0 programs do)
  * @refused: PINMEM_REFUSED_* on failure, 0 on success (ABI 1.1; out, also
- *	when PIN fails; must be zero on input)
+ *	when PIN fails; ignored on input)
  * @pad2: must be zero
  * @reserved: must be zero on input; zero on output
  *
@@ -255,7 +256,8 @@ struct pinmem_counters {
  *	out)
  * @refused_cgroup_id: the cgroup whose budget refused this file's last
  *	refused PIN, 0 if none (ABI 1.2; out)
- * @reserved: must be zero on input
+ * @reserved: must be zero on input (the out fields above, carved from the
+ *	reserved space of ABI 1.0, are ignored on input)
  */
 struct pinmem_stats {
 	__u32 flags;
