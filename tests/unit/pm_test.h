@@ -331,6 +331,19 @@ static inline int in_child(int (*fn)(void))
 	return WEXITSTATUS(status);
 }
 
+/* Deterministic pseudo-random bytes (xorshift) from seed: test file contents. */
+static inline void test_fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)(x >> 24);
+	}
+}
+
 /* Open file descriptors of this process (entries of /proc/self/fd, "." and ".." included). */
 static inline int count_fds(void)
 {

@@ -47,18 +47,6 @@ static const size_t tf_size[NFILES] = { (3 << 20) + 777, (1 << 20) + 5, 5000 };
 
 /* --- fixtures --- */
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
-}
-
 static void write_file(const char *path, const void *data, size_t n)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -86,7 +74,7 @@ static int setup(void **state)
 		snprintf(tf[i].path, sizeof(tf[i].path), "%s/f%d.bin", dir, i);
 		tf[i].size = tf_size[i];
 		tf[i].data = malloc(tf[i].size);
-		fill(tf[i].data, tf[i].size, i + 1);
+		test_fill(tf[i].data, tf[i].size, i + 1);
 		write_file(tf[i].path, tf[i].data, tf[i].size);
 	}
 	return 0;
@@ -1069,7 +1057,7 @@ static void shrink(enum pm_direct direct)
 	int ret, delivered = 0;
 
 	snprintf(path, sizeof(path), "%s/shrink.bin", dir);
-	fill(data, 1 << 20, 99);
+	test_fill(data, 1 << 20, 99);
 	write_file(path, data, 1 << 20);
 	for (int i = 0; i < 16; i++)
 		assert_int_equal(pm_manifest_add(m, path, i * 65536, 65536, false, 0, NULL, 0), 0);

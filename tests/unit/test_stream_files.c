@@ -29,18 +29,6 @@ static unsigned char *data[NF];
 static size_t sizes[NF];
 static struct rlimit saved;
 
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
-}
-
 static int setup(void **state)
 {
 	if (test_dir_make(dir, sizeof(dir), "files-test"))
@@ -51,7 +39,7 @@ static int setup(void **state)
 		snprintf(paths[i], sizeof(paths[i]), "%s/s%03d.bin", dir, i);
 		sizes[i] = 1 + (size_t)(i * 7919) % 20000;
 		data[i] = malloc(sizes[i]);
-		fill(data[i], sizes[i], (uint64_t)i + 1);
+		test_fill(data[i], sizes[i], (uint64_t)i + 1);
 		fd = open(paths[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0 || write(fd, data[i], sizes[i]) != (ssize_t)sizes[i])
 			return -1;
