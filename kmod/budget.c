@@ -14,9 +14,10 @@
  *    locked_vm stay truthful.
  *  - the caps on regions per file and per user, which bound the kernel
  *    memory a user can make the module spend on bookkeeping.
- *  - the global limit and the caller's per-user limit, checked and charged
- *    together under pinmem_budget_lock, so concurrent pins never overshoot
- *    either, not even transiently.
+ *  - the global limit, the caller's per-user limit and the limits of the
+ *    pinning task's cgroup and its ancestors (kmod/cgroup.c), checked and
+ *    charged together under pinmem_budget_lock, so concurrent pins never
+ *    overshoot any of them, not even transiently.
  *
  * The same lock guards the limits, the per-user table and every counter
  * (global, user and file), so a stats reader sees one consistent state.
@@ -497,6 +498,7 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
 /**
  * pinmem_budget_charge() - charge @bytes (and a region) to every budget
  * @f: the file pinning; the caller runs on @f->mm
+ * @cg: the cgroup entry the PIN is charged to (the pinning task's), or NULL
  * @bytes: page multiple
  * @region: also take one region of the caps (a new PIN); false when a PIN
  *	charges more once its pages are known
@@ -506,7 +508,8 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
  *
  * Return: 0 or PINMEM_REFUSED_* (see pinmem_budget_errno()).
  */
-u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
+u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
+			 u64 bytes, bool region)
 {
 	unsigned long npages = bytes >> PAGE_SHIFT;
 	struct pinmem_cg *refuser;
@@ -515,6 +518,7 @@ u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
 	reason = pinmem_rlimit_charge(f, npages);
 
 	spin_lock(&pinmem_budget_lock);
+	f->cg_id = cg ? cg->id : 0;
 	if (!reason && region &&
 	    f->acct.regions >= READ_ONCE(pinmem_max_regions_per_file))
 		reason = PINMEM_REFUSED_REGIONS_FILE;
@@ -528,7 +532,7 @@ u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
 				    pinmem_user_limit(f->user), bytes))
 		reason = PINMEM_REFUSED_USER;
 	if (!reason) {
-		refuser = pinmem_cg_refuser(f->cg, bytes);
+		refuser = pinmem_cg_refuser(cg, bytes);
 		if (refuser) {
 			reason = PINMEM_REFUSED_CGROUP;
 			f->cg_refuser = refuser->id;
@@ -537,7 +541,7 @@ u32 pinmem_budget_charge(struct pinmem_file *f, u64 bytes, bool region)
 	if (!reason) {
 		pinmem_acct_all(f, pinmem_acct_charge, bytes);
 		pinmem_acct_all(f, pinmem_acct_reserve, region);
-		pinmem_cg_charge(f->cg, bytes);
+		pinmem_cg_charge(cg, bytes);
 	}
 	spin_unlock(&pinmem_budget_lock);
 
@@ -577,15 +581,17 @@ static void pinmem_acct_unreserve(struct pinmem_acct *a, bool region)
 /**
  * pinmem_budget_uncharge() - undo pinmem_budget_charge(), counting nothing
  * @f: the file
+ * @cg: as charged
  * @bytes: as charged
  * @region: as charged
  */
-void pinmem_budget_uncharge(struct pinmem_file *f, u64 bytes, bool region)
+void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
+			    u64 bytes, bool region)
 {
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
 	pinmem_acct_all(f, pinmem_acct_unreserve, region);
-	pinmem_cg_charge(f->cg, -(s64)bytes);
+	pinmem_cg_charge(cg, -(s64)bytes);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
@@ -593,15 +599,15 @@ void pinmem_budget_uncharge(struct pinmem_file *f, u64 bytes, bool region)
 /**
  * pinmem_budget_refuse() - count a PIN that failed for @reason
  * @f: the file
+ * @cg: the cgroup entry the PIN was to be charged to, or NULL
  * @reason: PINMEM_REFUSED_*; the non-budget ones count as refused_fault
  */
-void pinmem_budget_refuse(struct pinmem_file *f, u32 reason)
+void pinmem_budget_refuse(struct pinmem_file *f, struct pinmem_cg *cg,
+			  u32 reason)
 {
-	struct pinmem_cg *cg;
-
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_refuse, reason);
-	for (cg = f->cg; reason == PINMEM_REFUSED_CGROUP && cg; cg = cg->parent)
+	for (; reason == PINMEM_REFUSED_CGROUP && cg; cg = cg->parent)
 		if (cg->id == f->cg_refuser)
 			cg->refused++;
 	spin_unlock(&pinmem_budget_lock);
@@ -633,14 +639,16 @@ static void pinmem_acct_release(struct pinmem_acct *a)
 /**
  * pinmem_budget_release() - un-charge a released region
  * @f: the file that held it; its owner mm is un-charged even after exit
+ * @cg: the cgroup entry it was charged to, or NULL
  * @bytes: as charged
  */
-void pinmem_budget_release(struct pinmem_file *f, u64 bytes)
+void pinmem_budget_release(struct pinmem_file *f, struct pinmem_cg *cg,
+			   u64 bytes)
 {
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
 	pinmem_acct_all(f, pinmem_acct_release);
-	pinmem_cg_charge(f->cg, -(s64)bytes);
+	pinmem_cg_charge(cg, -(s64)bytes);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
@@ -746,15 +754,16 @@ void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct)
 }
 
 /**
- * pinmem_budget_file_cgroup() - the cgroup of @f and the last refusing one
+ * pinmem_budget_file_cgroup() - the cgroup of @f's last PIN, the last refuser
  * @f: the file
- * @id: out: its cgroup's id, 0 in the root cgroup
+ * @id: out: the id of the cgroup its last PIN was charged to (the opener's
+ *	at open before any PIN), 0 for the root cgroup
  * @refuser: out: the cgroup whose limit refused its last refused PIN, or 0
  */
 void pinmem_budget_file_cgroup(struct pinmem_file *f, u64 *id, u64 *refuser)
 {
 	spin_lock(&pinmem_budget_lock);
-	*id = f->cg ? f->cg->id : 0;
+	*id = f->cg_id;
 	*refuser = f->cg_refuser;
 	spin_unlock(&pinmem_budget_lock);
 }

@@ -2,17 +2,19 @@
 /*
  * pinmem cgroup budgets: pinned bytes per cgroup v2 directory, hierarchical.
  *
- * An open file is charged to the cgroup its opener was in at open (socket
- * memory follows the same rule for memory cgroups), and every charge goes to
- * that cgroup and each ancestor below the root, each checked against its
- * limit if it has one.  Entries are kept by cgroup id, never by pointer: a
- * removed cgroup's entry keeps its charge until the files charged to it let
- * go, and ids are not reused, so no pin can land on a stale entry.
+ * A PIN is charged to the cgroup the pinning task is in at PIN time, and
+ * every charge goes to that cgroup and each ancestor below the root, each
+ * checked against its limit if it has one.  The region (and each large
+ * folio it was the first of its file to pin) keeps a reference to the entry
+ * it was charged to, so the un-charge goes back there even after the task
+ * moved.  Entries are kept by cgroup id, never by cgroup pointer: a removed
+ * cgroup's entry keeps its charge until the pins charged to it let go, and
+ * ids are not reused, so no pin can land on a stale entry.
  *
- * An entry lives while a file is charged to it or to a descendant, or while
- * it has a limit.  Counters, limits, the table and the references are
- * guarded by the budget lock (kmod/budget.c), taken by the callers here
- * through pinmem_budget_enter()/leave().
+ * An entry lives while a region or folio is charged to it, while a child
+ * entry lives, or while it has a limit.  Counters, limits, the table and
+ * the references are guarded by the budget lock (kmod/budget.c), taken by
+ * the callers here through pinmem_budget_enter()/leave().
  */
 #include <linux/cgroup.h>
 #include <linux/hashtable.h>
@@ -60,23 +62,24 @@ static void pinmem_cg_free(struct list_head *dead)
 }
 
 #ifdef CONFIG_CGROUPS
+#define PINMEM_CG_DEPTH	64
+
 /*
  * The ids of @cgrp and its ancestors below the root, leaf first; returns
- * how many (at most @max), or -E2BIG.
+ * how many.  Only the PINMEM_CG_DEPTH levels nearest the root are kept: a
+ * task deeper than that is charged to its ancestor at that depth, so every
+ * limit a SET can place still holds for it.
  */
-static int pinmem_cg_ids(struct cgroup *cgrp, u64 *ids, int max)
+static int pinmem_cg_ids(struct cgroup *cgrp, u64 *ids)
 {
 	int n = 0;
 
-	for (; cgroup_parent(cgrp); cgrp = cgroup_parent(cgrp)) {
-		if (n == max)
-			return -E2BIG;
+	while (cgrp->level > PINMEM_CG_DEPTH)
+		cgrp = cgroup_parent(cgrp);
+	for (; cgroup_parent(cgrp); cgrp = cgroup_parent(cgrp))
 		ids[n++] = cgroup_id(cgrp);
-	}
 	return n;
 }
-
-#define PINMEM_CG_DEPTH	64
 
 /*
  * Find or create the entries of the chain @ids (leaf first) and take one
@@ -129,21 +132,43 @@ static struct pinmem_cg *pinmem_cg_chain_get(const u64 *ids, int n)
  * pinmem_cg_get_current() - the cgroup entry of the caller, referenced
  *
  * Return: the entry of the caller's cgroup v2 (NULL in the root cgroup), or
- * an ERR_PTR (-ENOMEM, -E2BIG for a hierarchy deeper than 64).
+ * ERR_PTR(-ENOMEM).
  */
 struct pinmem_cg *pinmem_cg_get_current(void)
 {
 	u64 ids[PINMEM_CG_DEPTH];
-	struct cgroup *cgrp;
+	struct pinmem_cg *cg;
 	int n;
 
 	rcu_read_lock();
-	cgrp = task_dfl_cgroup(current);
-	n = pinmem_cg_ids(cgrp, ids, PINMEM_CG_DEPTH);
+	n = pinmem_cg_ids(task_dfl_cgroup(current), ids);
 	rcu_read_unlock();
-	if (n < 0)
-		return ERR_PTR(n);
-	return pinmem_cg_chain_get(ids, n);
+	if (!n)
+		return NULL;
+	/* Usually the entry exists: take it without allocating. */
+	pinmem_budget_enter();
+	cg = pinmem_cg_find(ids[0]);
+	if (cg)
+		cg->refs++;
+	pinmem_budget_leave();
+	return cg ? cg : pinmem_cg_chain_get(ids, n);
+}
+
+/**
+ * pinmem_cg_current_id() - the id of the caller's cgroup v2
+ *
+ * Return: the id as PINMEM_IOC_STATS reports it, 0 in the root cgroup.
+ */
+u64 pinmem_cg_current_id(void)
+{
+	struct cgroup *cgrp;
+	u64 id;
+
+	rcu_read_lock();
+	cgrp = task_dfl_cgroup(current);
+	id = cgroup_parent(cgrp) ? cgroup_id(cgrp) : 0;
+	rcu_read_unlock();
+	return id;
 }
 
 #else
@@ -152,7 +177,26 @@ struct pinmem_cg *pinmem_cg_get_current(void)
 {
 	return NULL;
 }
+
+u64 pinmem_cg_current_id(void)
+{
+	return 0;
+}
 #endif /* CONFIG_CGROUPS */
+
+/**
+ * pinmem_cg_get() - take @n more references on @cg
+ * @cg: an entry the caller holds a reference on, or NULL
+ * @n: references to take
+ */
+void pinmem_cg_get(struct pinmem_cg *cg, unsigned int n)
+{
+	if (!cg || !n)
+		return;
+	pinmem_budget_enter();
+	cg->refs += n;
+	pinmem_budget_leave();
+}
 
 /**
  * pinmem_cg_put() - drop a reference from pinmem_cg_get_current()
@@ -212,11 +256,15 @@ static int pinmem_cg_path_ids(const char *path, u64 *ids, int *n)
 	cgrp = cgroup_get_from_path(path);
 	if (IS_ERR(cgrp))
 		return PTR_ERR(cgrp) == -ENOENT ? -ENOENT : PTR_ERR(cgrp);
-	*n = pinmem_cg_ids(cgrp, ids, PINMEM_CG_DEPTH);
+	if (cgrp->level > PINMEM_CG_DEPTH) {
+		cgroup_put(cgrp);
+		return -E2BIG;
+	}
+	*n = pinmem_cg_ids(cgrp, ids);
 	if (!*n)
 		ids[0] = cgroup_id(cgrp);
 	cgroup_put(cgrp);
-	return *n < 0 ? *n : 0;
+	return 0;
 }
 
 /**
@@ -224,7 +272,8 @@ static int pinmem_cg_path_ids(const char *path, u64 *ids, int *n)
  * @path: NUL-terminated, relative to the caller's cgroup namespace root
  * @arg: flags and limit_bytes in; the cgroup's numbers out
  *
- * Return: 0; -ENOENT; -EINVAL (a limit on the root cgroup); -ENOMEM; -E2BIG.
+ * Return: 0; -ENOENT; -EINVAL (a limit on the root cgroup); -ENOMEM; -E2BIG
+ * (a cgroup more than 64 levels deep).
  */
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 {

@@ -16,7 +16,8 @@
  * @dead: entry in a list of entries to free
  * @id: the cgroup's id
  * @parent: the parent's entry, NULL below the root (a reference held)
- * @refs: files charged to it, child entries, and one for a limit
+ * @refs: regions and large folios charged to it, child entries, and one
+ *	for a limit
  * @limited: @limit applies
  * @limit: bytes it and its descendants may pin
  * @pinned_bytes: bytes charged to it and its descendants
@@ -39,6 +40,8 @@ struct pinmem_cg {
 };
 
 struct pinmem_cg *pinmem_cg_get_current(void);
+u64 pinmem_cg_current_id(void);
+void pinmem_cg_get(struct pinmem_cg *cg, unsigned int n);
 void pinmem_cg_put(struct pinmem_cg *cg);
 struct pinmem_cg *pinmem_cg_refuser(struct pinmem_cg *cg, u64 bytes);
 void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes);

@@ -28,7 +28,8 @@ static LIST_HEAD(pinmem_files);
  * pinmem_file_open() - state for a new open of /dev/pinmem
  *
  * The opener's mm, uid, process and name are recorded now: the regions of
- * this file are charged to them for the file's whole life.
+ * this file are charged to them for the file's whole life.  The cgroup is
+ * not: each PIN is charged to its pinning task's cgroup (kmod/cgroup.c).
  *
  * Return: the file state, or ERR_PTR(-EINVAL) without a user mm,
  * ERR_PTR(-ENOMEM).
@@ -52,15 +53,7 @@ struct pinmem_file *pinmem_file_open(void)
 	xa_init_flags(&f->regions, XA_FLAGS_ALLOC1 | XA_FLAGS_ACCOUNT);
 	f->folios.root = RB_ROOT;
 	f->ustruct = get_uid(current_user());
-	f->cg = pinmem_cg_get_current();
-	if (IS_ERR(f->cg)) {
-		long err = PTR_ERR(f->cg);
-
-		free_uid(f->ustruct);
-		pinmem_user_put(f->user);
-		kfree(f);
-		return ERR_PTR(err);
-	}
+	f->cg_id = pinmem_cg_current_id();
 	f->next_handle = 1;
 	f->mm = current->mm;
 	mmgrab(f->mm);
@@ -80,24 +73,46 @@ static u64 pinmem_region_bytes(const struct pinmem_region *r)
 
 /*
  * Take @r out of @f's folio accounting; @f->lock is held.  Returns the bytes
- * to un-charge once @r is unpinned, and un-counts @r's kernel memory.
+ * of @r's base pages to un-charge once @r is unpinned, puts the large
+ * folios the file no longer holds on @gone, and un-counts @r's kernel
+ * memory.
  */
 static u64 pinmem_file_forget_region(struct pinmem_file *f,
-				     struct pinmem_region *r)
+				     struct pinmem_region *r,
+				     struct list_head *gone)
 {
 	s64 kmem;
-	u64 bytes = pinmem_folio_remove(&f->folios, r, &kmem);
+	u64 bytes = pinmem_folio_remove(&f->folios, r, &kmem, gone);
 
 	pinmem_budget_kmem(f, kmem - (s64)r->kmem_bytes);
 	return bytes;
 }
 
-/* Unpin @r, then un-charge it: real pins never exceed what is charged. */
-static void pinmem_file_drop_region(struct pinmem_file *f,
-				    struct pinmem_region *r, u64 bytes)
+/* A large folio leaves @arg (the file): un-charge it where it was charged. */
+static void pinmem_file_uncharge_folio(void *arg, struct pinmem_cg *cg,
+				       u64 bytes)
 {
-	pinmem_region_free(r, true);
-	pinmem_budget_release(f, bytes);
+	pinmem_budget_uncharge(arg, cg, bytes, false);
+}
+
+/*
+ * Unpin @r, then un-charge it and the folios on @gone: real pins never
+ * exceed what is charged.  @dirty: a released region (else a failed PIN
+ * rolled back, counted as no unpin).
+ */
+static void pinmem_file_drop_region(struct pinmem_file *f,
+				    struct pinmem_region *r, u64 bytes,
+				    struct list_head *gone, bool dirty)
+{
+	struct pinmem_cg *cg = r->cg;
+
+	pinmem_region_free(r, dirty);
+	if (dirty)
+		pinmem_budget_release(f, cg, bytes);
+	else
+		pinmem_budget_uncharge(f, cg, bytes, true);
+	pinmem_folio_release(gone, pinmem_file_uncharge_folio, f);
+	pinmem_cg_put(cg);
 }
 
 /**
@@ -117,19 +132,19 @@ void pinmem_file_release(struct pinmem_file *f)
 	mutex_unlock(&pinmem_files_lock);
 
 	xa_for_each(&f->regions, handle, r) {
+		LIST_HEAD(gone);
 		u64 bytes;
 
 		xa_erase(&f->regions, handle);
 		mutex_lock(&f->lock);
-		bytes = pinmem_file_forget_region(f, r);
+		bytes = pinmem_file_forget_region(f, r, &gone);
 		mutex_unlock(&f->lock);
-		pinmem_file_drop_region(f, r, bytes);
+		pinmem_file_drop_region(f, r, bytes, &gone, true);
 	}
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&f->folios.root) || f->folios.bytes);
 	xa_destroy(&f->regions);
 	mutex_destroy(&f->lock);
 	free_uid(f->ustruct);
-	pinmem_cg_put(f->cg);
 	pinmem_user_put(f->user);
 	put_pid(f->tgid);
 	mmdrop(f->mm);
@@ -196,29 +211,32 @@ static u32 pinmem_pin_reason(int err)
 
 /*
  * Count @r's folios and charge what the file did not hold yet, beyond the
- * @length charged before pinning; @f->lock is held.  Returns 0 with
- * *@charged the bytes now charged for @r, or a PINMEM_REFUSED_* reason with
- * nothing but @length charged (a budget's refusal is counted).
+ * @length charged before pinning, to @r's cgroup; @f->lock is held.
+ * Returns 0 with *@charged the bytes now charged for @r, or a
+ * PINMEM_REFUSED_* reason with nothing but @length charged (a budget's
+ * refusal is counted).
  */
 static u32 pinmem_file_charge_folios(struct pinmem_file *f,
 				     struct pinmem_region *r, u64 length,
 				     u64 *charged)
 {
+	LIST_HEAD(gone);
 	u64 bytes;
 	s64 kmem, freed;
 	u32 reason;
 
-	if (pinmem_folio_add(&f->folios, r, &bytes, &kmem))
+	if (pinmem_folio_add(&f->folios, r, r->cg, &bytes, &kmem))
 		return PINMEM_REFUSED_KMEM;
 	if (bytes > length) {
-		reason = pinmem_budget_charge(f, bytes - length, false);
+		reason = pinmem_budget_charge(f, r->cg, bytes - length, false);
 		if (reason) {
-			pinmem_folio_remove(&f->folios, r, &freed);
-			pinmem_budget_refuse(f, reason);
+			pinmem_folio_remove(&f->folios, r, &freed, &gone);
+			pinmem_folio_release(&gone, NULL, NULL);
+			pinmem_budget_refuse(f, r->cg, reason);
 			return reason;
 		}
 	} else if (bytes < length) {
-		pinmem_budget_uncharge(f, length - bytes, false);
+		pinmem_budget_uncharge(f, r->cg, length - bytes, false);
 	}
 	pinmem_budget_kmem(f, kmem + (s64)r->kmem_bytes);
 	*charged = bytes;
@@ -247,6 +265,8 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		    struct pinmem_pin __user *upin)
 {
 	struct pinmem_region *r;
+	struct pinmem_cg *cg;
+	LIST_HEAD(gone);
 	u64 bytes, charged;	/* charged before the pin, after it */
 	u32 handle, reason;
 	int ret;
@@ -261,11 +281,18 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	bytes = pin->length;
 	ret = pinmem_region_check(f->mm, pin->addr, pin->length);
 	if (ret) {
-		pinmem_budget_refuse(f, pinmem_pin_reason(ret));
+		pinmem_budget_refuse(f, NULL, pinmem_pin_reason(ret));
 		goto err_reason;
 	}
+	/* The pinning task's cgroup now, wherever the opener was. */
+	cg = pinmem_cg_get_current();
+	if (IS_ERR(cg)) {
+		ret = PTR_ERR(cg);
+		cg = NULL;
+		goto err_count;
+	}
 
-	reason = pinmem_budget_charge(f, bytes, true);
+	reason = pinmem_budget_charge(f, cg, bytes, true);
 	if (reason && pinmem_budget_is_bytes(reason) &&
 	    bytes <= READ_ONCE(f->folios.bytes)) {
 		/*
@@ -275,10 +302,11 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		 * what the file is charged for.
 		 */
 		bytes = 0;
-		reason = pinmem_budget_charge(f, bytes, true);
+		reason = pinmem_budget_charge(f, cg, bytes, true);
 	}
 	if (reason) {
-		pinmem_budget_refuse(f, reason);
+		pinmem_budget_refuse(f, cg, reason);
+		pinmem_cg_put(cg);
 		return pinmem_pin_refused(upin, reason,
 					  pinmem_budget_errno(reason));
 	}
@@ -288,6 +316,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		ret = -ENOMEM;
 		goto err_uncharge;
 	}
+	r->cg = cg;
 	ret = pinmem_region_pin(r);
 	if (ret)
 		goto err_unpin;
@@ -297,10 +326,12 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	if (reason) {
 		mutex_unlock(&f->lock);
 		pinmem_region_free(r, false);
-		pinmem_budget_uncharge(f, bytes, true);
-		if (reason != PINMEM_REFUSED_KMEM)
+		pinmem_budget_uncharge(f, cg, bytes, true);
+		if (reason != PINMEM_REFUSED_KMEM) {
+			pinmem_cg_put(cg);
 			return pinmem_pin_refused(upin, reason,
 						  pinmem_budget_errno(reason));
+		}
 		ret = -ENOMEM;
 		goto err_count;
 	}
@@ -327,16 +358,19 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 err_erase:
 	xa_erase(&f->regions, handle);
 err_forget:
-	pinmem_file_forget_region(f, r);
-	mutex_unlock(&f->lock);
 	/* The folio accounting charged @charged in place of @bytes. */
-	bytes = charged;
+	bytes = pinmem_file_forget_region(f, r, &gone);
+	mutex_unlock(&f->lock);
+	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret));
+	pinmem_file_drop_region(f, r, bytes, &gone, false);	/* puts @cg */
+	goto err_reason;
 err_unpin:
 	pinmem_region_free(r, false);
 err_uncharge:
-	pinmem_budget_uncharge(f, bytes, true);
+	pinmem_budget_uncharge(f, cg, bytes, true);
 err_count:
-	pinmem_budget_refuse(f, pinmem_pin_reason(ret));
+	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret));
+	pinmem_cg_put(cg);
 err_reason:
 	return pinmem_pin_refused(upin, pinmem_pin_reason(ret), ret);
 }
@@ -355,6 +389,7 @@ err_reason:
 int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
 {
 	struct pinmem_region *r = NULL;
+	LIST_HEAD(gone);
 	u64 bytes = 0;
 
 	if (!pinmem_file_is_owner(f))
@@ -364,11 +399,11 @@ int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
 	mutex_lock(&f->lock);
 	r = xa_erase(&f->regions, handle);
 	if (r)
-		bytes = pinmem_file_forget_region(f, r);
+		bytes = pinmem_file_forget_region(f, r, &gone);
 	mutex_unlock(&f->lock);
 	if (!r)
 		return -ENOENT;
-	pinmem_file_drop_region(f, r, bytes);
+	pinmem_file_drop_region(f, r, bytes, &gone, true);
 	return 0;
 }
 

@@ -10,6 +10,10 @@
  * io_uring charges a huge page once for all buffers of a ring
  * (headpage_already_acct()).  Base pages are charged one by one.
  *
+ * A folio is charged to the cgroup of the PIN that took it first, and
+ * un-charged from that cgroup when the file lets go of it, whichever
+ * region does: the folio keeps a reference to that cgroup's entry.
+ *
  * The tree is guarded by pinmem_file.lock; its nodes come from a cache
  * charged to the memory cgroup and are counted in the file's kmem_bytes.
  */
@@ -17,21 +21,28 @@
 #include <linux/rbtree.h>
 #include <linux/slab.h>
 
+#include "cgroup.h"
 #include "folio.h"
 #include "region.h"
 
 /**
  * struct pinmem_folio_ref - a large folio a file holds pins in
  * @node: entry in pinmem_file.folios, by @pfn
+ * @gone: once out of the tree: entry in a list of folios to un-charge
  * @pfn: the folio's first frame
  * @pages: pages of the folio
  * @pinned: pages of it this file holds pinned (regions may overlap)
+ * @cg: the cgroup entry the folio is charged to (a reference held), or NULL
  */
 struct pinmem_folio_ref {
-	struct rb_node node;
+	union {
+		struct rb_node node;
+		struct list_head gone;
+	};
 	unsigned long pfn;
 	unsigned long pages;
 	unsigned long pinned;
+	struct pinmem_cg *cg;
 };
 
 static struct kmem_cache *pinmem_folio_cache;
@@ -87,14 +98,22 @@ static struct pinmem_folio_ref *pinmem_folio_find(struct rb_root *root,
 /**
  * struct pinmem_folio_walk - state of one add or remove walk over a region
  * @fs: the file's folios
- * @charge: bytes the walk charged (add) or un-charged (remove)
+ * @cg: add: the cgroup entry new folios are charged to
+ * @gone: remove: where folios the file no longer holds go; NULL to free
+ *	them at once (undoing an add that failed: they hold no reference yet)
+ * @charge: bytes the walk charged (add: base pages and new folios) or
+ *	un-charged (remove: base pages)
  * @kmem: kernel bytes the walk allocated (add) or freed (remove)
+ * @added: add: new folios
  * @left: pages still to walk; a failed add undoes only what it added
  */
 struct pinmem_folio_walk {
 	struct pinmem_folios *fs;
+	struct pinmem_cg *cg;
+	struct list_head *gone;
 	u64 charge;
 	s64 kmem;
+	unsigned int added;
 	unsigned long left;
 };
 
@@ -119,6 +138,8 @@ static int pinmem_folio_add_one(void *arg, unsigned long folio_pfn,
 		ref->pfn = folio_pfn;
 		ref->pages = folio_pages;
 		ref->pinned = 0;
+		ref->cg = w->cg;
+		w->added++;
 		rb_link_node(&ref->node, parent, link);
 		rb_insert_color(&ref->node, &w->fs->root);
 		w->fs->bytes += (u64)folio_pages << PAGE_SHIFT;
@@ -152,9 +173,11 @@ static int pinmem_folio_del_one(void *arg, unsigned long folio_pfn,
 	ref->pinned -= n;
 	if (!ref->pinned) {
 		rb_erase(&ref->node, &w->fs->root);
-		kmem_cache_free(pinmem_folio_cache, ref);
+		if (w->gone)
+			list_add_tail(&ref->gone, w->gone);
+		else
+			kmem_cache_free(pinmem_folio_cache, ref);
 		w->fs->bytes -= (u64)folio_pages << PAGE_SHIFT;
-		w->charge += (u64)folio_pages << PAGE_SHIFT;
 		w->kmem -= pinmem_folio_ref_bytes();
 	}
 	return 0;
@@ -164,15 +187,19 @@ static int pinmem_folio_del_one(void *arg, unsigned long folio_pfn,
  * pinmem_folio_remove() - drop the pins of @r from @fs
  * @fs: the file's folios; the file's lock is held
  * @r: a region counted by pinmem_folio_add(), still pinned
- * @kmem: out: kernel bytes freed, as a negative number
+ * @kmem: out: kernel bytes freed (once @gone is released), as a negative
+ *	number
+ * @gone: out: the large folios the file no longer holds any pin in, for
+ *	pinmem_folio_release() once @r is unpinned
  *
- * Return: the bytes to un-charge: @r's base pages and every large folio the
- * file no longer holds any pin in.
+ * Return: the bytes of @r's base pages, to un-charge from @r's cgroup.
  */
 u64 pinmem_folio_remove(struct pinmem_folios *fs, struct pinmem_region *r,
-			s64 *kmem)
+			s64 *kmem, struct list_head *gone)
 {
-	struct pinmem_folio_walk w = { .fs = fs, .left = r->pinned };
+	struct pinmem_folio_walk w = {
+		.fs = fs, .gone = gone, .left = r->pinned,
+	};
 
 	pinmem_region_for_each(r, pinmem_folio_del_one, &w);
 	*kmem = w.kmem;
@@ -180,9 +207,35 @@ u64 pinmem_folio_remove(struct pinmem_folios *fs, struct pinmem_region *r,
 }
 
 /**
+ * pinmem_folio_release() - un-charge and free folios pinmem_folio_remove()
+ *	took out
+ * @gone: the list; empty afterwards
+ * @uncharge: called with each folio's cgroup entry and size, or NULL when
+ *	they were never charged (a PIN that failed)
+ * @arg: passed on
+ */
+void pinmem_folio_release(struct list_head *gone,
+			  void (*uncharge)(void *arg, struct pinmem_cg *cg,
+					   u64 bytes),
+			  void *arg)
+{
+	struct pinmem_folio_ref *ref, *tmp;
+
+	list_for_each_entry_safe(ref, tmp, gone, gone) {
+		list_del(&ref->gone);
+		if (uncharge)
+			uncharge(arg, ref->cg, (u64)ref->pages << PAGE_SHIFT);
+		pinmem_cg_put(ref->cg);
+		kmem_cache_free(pinmem_folio_cache, ref);
+	}
+}
+
+/**
  * pinmem_folio_add() - count the pins of @r in @fs
  * @fs: the file's folios; the file's lock is held
  * @r: a fully pinned region
+ * @cg: the cgroup entry @r is charged to, or NULL; each large folio new to
+ *	the file is charged there and takes a reference on it
  * @charge: out: the bytes to charge: @r's base pages and every large folio
  *	the file held no pin in before
  * @kmem: out: kernel bytes allocated
@@ -190,9 +243,9 @@ u64 pinmem_folio_remove(struct pinmem_folios *fs, struct pinmem_region *r,
  * Return: 0, or -ENOMEM with @fs unchanged.
  */
 int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
-		     u64 *charge, s64 *kmem)
+		     struct pinmem_cg *cg, u64 *charge, s64 *kmem)
 {
-	struct pinmem_folio_walk w = { .fs = fs, .left = r->pinned };
+	struct pinmem_folio_walk w = { .fs = fs, .cg = cg, .left = r->pinned };
 	int ret;
 
 	ret = pinmem_region_for_each(r, pinmem_folio_add_one, &w);
@@ -206,6 +259,7 @@ int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
 		WARN_ON_ONCE(w.kmem + undo.kmem);
 		return ret;
 	}
+	pinmem_cg_get(cg, w.added);
 	*charge = w.charge;
 	*kmem = w.kmem;
 	return 0;

@@ -8,6 +8,8 @@
 #include <linux/rbtree.h>
 #include <linux/types.h>
 
+struct list_head;
+struct pinmem_cg;
 struct pinmem_region;
 
 /**
@@ -24,8 +26,12 @@ int pinmem_folio_init(void);
 void pinmem_folio_exit(void);
 u64 pinmem_folio_ref_bytes(void);
 int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
-		     u64 *charge, s64 *kmem);
+		     struct pinmem_cg *cg, u64 *charge, s64 *kmem);
 u64 pinmem_folio_remove(struct pinmem_folios *fs, struct pinmem_region *r,
-			s64 *kmem);
+			s64 *kmem, struct list_head *gone);
+void pinmem_folio_release(struct list_head *gone,
+			  void (*uncharge)(void *arg, struct pinmem_cg *cg,
+					   u64 bytes),
+			  void *arg);
 
 #endif /* _PINMEM_FOLIO_H */

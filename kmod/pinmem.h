@@ -68,8 +68,8 @@ struct pinmem_acct {
  *	and list REGIONS; also shown in the stats file
  * @ustruct: the opener's user_struct (get_uid): pins are charged to its
  *	locked_vm, the RLIMIT_MEMLOCK account io_uring, VFIO and iommufd use
- * @cg: the cgroup entry of the opener's cgroup at open, NULL in the root
- *	cgroup (a reference held; kmod/cgroup.c)
+ * @cg_id: id of the cgroup the last PIN was charged to (the opener's at
+ *	open until then), 0 for the root cgroup; budget lock
  * @cg_refuser: id of the cgroup that refused the last refused PIN; budget
  *	lock
  * @folios: large folios this file holds pins in (kmod/folio.c), each charged
@@ -87,7 +87,7 @@ struct pinmem_file {
 	struct mm_struct *mm;
 	struct pid *tgid;
 	struct user_struct *ustruct;
-	struct pinmem_cg *cg;
+	u64 cg_id;
 	u64 cg_refuser;
 	struct pinmem_folios folios;
 	char comm[TASK_COMM_LEN];

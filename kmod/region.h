@@ -9,6 +9,7 @@
 #include <linux/types.h>
 
 struct mm_struct;
+struct pinmem_cg;
 
 /**
  * struct pinmem_region - pages pinned by one PIN
@@ -19,6 +20,8 @@ struct mm_struct;
  * @huge_bytes: bytes backed by PMD-sized or larger folios
  * @handle: the region's handle in its file
  * @kmem_bytes: kernel memory of this struct and its blocks
+ * @cg: the cgroup entry the PIN was charged to (its pinning task's cgroup
+ *	at PIN time; a reference held by the file), NULL for the root
  * @nblocks: blocks in @blocks; each is twice the size of the one before, up
  *	to a page, so a region of one run costs no page
  * @blocks: blocks of runs, in address order
@@ -32,6 +35,7 @@ struct pinmem_region {
 	u32 handle;
 	u32 nblocks;
 	u64 kmem_bytes;
+	struct pinmem_cg *cg;
 	struct list_head blocks;
 };
 

@@ -91,8 +91,9 @@ static bool budget_of(int err, uint32_t reason, const struct pinmem_stats *st,
 }
 
 /*
- * The cgroup with id @id among this process's cgroup and its ancestors (the
- * file is charged to the opener's cgroup at open): its path and numbers.
+ * The cgroup with id @id among this process's cgroup and its ancestors (a
+ * PIN is charged to the pinning task's cgroup at PIN time): its path and
+ * numbers.
  */
 static bool cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
 		      struct pinmem_cgroup *out)

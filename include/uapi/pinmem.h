@@ -250,8 +250,9 @@ struct pinmem_counters {
  * @user_locked_bytes: the opener's user->locked_vm in bytes: pinmem's and
  *	io_uring's pins of every process of that user, checked against
  *	RLIMIT_MEMLOCK too (ABI 1.1; out)
- * @cgroup_id: the cgroup v2 id this file is charged to (the opener's cgroup
- *	when it opened /dev/pinmem), 0 for the root cgroup (ABI 1.2; out)
+ * @cgroup_id: the cgroup v2 id this file's last PIN was charged to (the
+ *	pinning task's cgroup then; the opener's cgroup at open before any
+ *	PIN), 0 for the root cgroup (ABI 1.2; out)
  * @refused_cgroup: this file's PINs refused by a cgroup budget (ABI 1.2;
  *	out)
  * @refused_cgroup_id: the cgroup whose budget refused this file's last
@@ -334,11 +335,11 @@ struct pinmem_limits {
  * @cgroup_id: the cgroup's id, its inode number on the cgroup2 mount (out)
  * @reserved: must be zero
  *
- * A PIN is charged to the cgroup the file's opener was in when it opened
- * /dev/pinmem (as socket memory is charged to the creator's memory cgroup)
- * and to every ancestor; each limit on that path must hold.  The charge
- * stays there until UNPIN, close or exit, wherever the task moves, and a
- * cgroup removed while charged keeps its charge until then.  Limits are
+ * A PIN is charged to the cgroup the pinning task is in at PIN time and to
+ * every ancestor; each limit on that path must hold.  A large folio is
+ * charged once per file, to the cgroup of the PIN that took it first.  The
+ * charge stays there until UNPIN, close or exit, wherever the task moves,
+ * and a cgroup removed while charged keeps its charge until then.  Limits are
  * kept by cgroup id (ids are not reused) and are lost on module unload.
  * SET and CLEAR need CAP_SYS_ADMIN (EPERM).  Errors: ENOENT (no such
  * cgroup), EOPNOTSUPP (no cgroup v2), EINVAL, EFAULT, ENOMEM.

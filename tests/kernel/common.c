@@ -463,6 +463,20 @@ uint64_t kt_pageflags(uint64_t pfn)
 	return e;
 }
 
+void *kt_map_thp(size_t n)
+{
+	char *buf = kt_map_aligned(n * KT_HPAGE, KT_HPAGE);
+	long long kb;
+
+	if (madvise(buf, n * KT_HPAGE, MADV_HUGEPAGE))
+		kt_bail("MADV_HUGEPAGE");
+	kt_fill(buf, n * KT_HPAGE, 40);
+	kb = kt_smaps_kb(buf, "AnonHugePages");
+	if (kb != (long long)(n * KT_HPAGE / 1024))
+		kt_bail("only %lld kB of %zu THP", kb, n * KT_HPAGE / 1024);
+	return buf;
+}
+
 long long kt_smaps_kb(const void *addr, const char *field)
 {
 	FILE *f = fopen("/proc/self/smaps", "re");

@@ -79,6 +79,8 @@ void kt_expect_clean(const char *when);
 /* Anonymous private read-write mapping of @len bytes, faulted in if @populate. */
 void *kt_map(size_t len, int populate);
 void *kt_map_aligned(size_t len, size_t align);
+/* @n THPs, 2 MiB aligned and faulted in; bails out without THP. */
+void *kt_map_thp(size_t n);
 void kt_fill(void *buf, size_t len, uint64_t seed);
 /* Offset of the first byte that differs from kt_fill(@seed), or -1. */
 long kt_check(const void *buf, size_t len, uint64_t seed);

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-cgroup budgets (cgroup v2, hierarchical): a file is charged to the
- * cgroup its opener was in at open and to every ancestor; a PIN one page over
- * the tightest limit on that path is EDQUOT with reason CGROUP and the
- * refusing cgroup named in STATS.  The charge stays where it was made when
- * the task moves, a cgroup can be removed while charged, and everything is
- * back to zero at the end.
+ * Per-cgroup budgets (cgroup v2, hierarchical): a PIN is charged to the
+ * pinning task's cgroup at PIN time and to every ancestor; a PIN one page
+ * over the tightest limit on that path is EDQUOT with reason CGROUP and the
+ * refusing cgroup named in STATS.  A task moved after opening is judged by
+ * its new cgroup; a charge (also a THP's, charged once per file) stays where
+ * it was made when the task moves, a cgroup can be removed while charged,
+ * and everything is back to zero at the end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include "common.h"
 
 #define PG		KT_PAGE
+#define HP		KT_HPAGE
 #define CGROOT		"/sys/fs/cgroup"
 #define CG2_MAGIC	0x63677270
 
@@ -219,6 +221,64 @@ static void test_hierarchy(int fd)
 	}
 }
 
+/*
+ * This process opens /dev/pinmem in unlimited pmt/o and moves to pmt/m
+ * (4 pages): its next PINs are charged to and refused by pmt/m.  What was
+ * pinned in pmt/o, and a THP taken first there, are un-charged from pmt/o
+ * whichever cgroup the UNPIN comes from.
+ */
+static void test_pin_time(int fd)
+{
+	char *buf = kt_map(8 * PG, 1), *thp = kt_map_thp(1);
+	struct pinmem_stats st = { 0 };
+	struct pinmem_pin p;
+	uint64_t h1, h2, t1;
+	int pfd;
+
+	cg_mkdir("pmt/o");
+	cg_mkdir("pmt/m");
+	kt_eq(cg_ioctl(fd, "pmt/m", PINMEM_CGROUP_SET, 4 * PG, NULL), 0, "SET pmt/m 4 pages");
+	kt_eq(cg_enter("pmt/o"), 0, "entered pmt/o (no limit)");
+	pfd = kt_open();
+	kt_eq(kt_pin_handle(pfd, buf, 2 * PG, &h1), 0, "pmt/o: PIN 2 pages");
+	kt_eq(cg_enter("pmt/m"), 0, "moved to pmt/m with the file open");
+	kt_eq(kt_pin_handle(pfd, buf + 2 * PG, 4 * PG, &h2), 0, "pmt/m: PIN its 4-page limit");
+	kt_eq(kt_pin(pfd, buf + 6 * PG, PG, &p), -EDQUOT,
+	      "pmt/m: one page more is EDQUOT (the file was opened in unlimited pmt/o)");
+	kt_eq(p.refused, PINMEM_REFUSED_CGROUP, "reason: cgroup");
+	kt_stats(pfd, &st);
+	kt_eq(st.refused_cgroup_id, cg_id("pmt/m"), "refused by pmt/m");
+	kt_eq(st.cgroup_id, cg_id("pmt/m"), "STATS cgroup_id: the cgroup of the last PIN");
+	kt_eq(cg_pinned(fd, "pmt/o"), 2 * PG, "pmt/o holds the 2 pages pinned there");
+	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m holds the 4 pages pinned there");
+	kt_eq(kt_unpin(pfd, h1), 0, "UNPIN, from pmt/m, the region pinned in pmt/o");
+	kt_eq(cg_pinned(fd, "pmt/o"), 0, "un-charged from pmt/o");
+	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m unchanged");
+
+	kt_eq(cg_enter("pmt/o"), 0, "back to pmt/o");
+	kt_eq(kt_pin(pfd, thp, PG, &p), 0, "pmt/o: PIN one page of a THP");
+	t1 = p.handle;
+	kt_eq(p.charged_bytes, HP, "the whole THP is charged");
+	kt_eq(cg_pinned(fd, "pmt/o"), HP, "to pmt/o");
+	kt_eq(cg_enter("pmt/m"), 0, "to pmt/m again (full)");
+	kt_eq(kt_pin(pfd, thp + PG, PG, &p), 0, "pmt/m: PIN another page of the same THP");
+	kt_eq(p.charged_bytes, 0, "nothing charged: the file holds the THP");
+	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m still at its 4 pages");
+	kt_eq(kt_unpin(pfd, t1), 0, "UNPIN the THP page pinned in pmt/o");
+	kt_eq(cg_pinned(fd, "pmt/o"), HP, "pmt/o keeps the THP's charge while the file holds it");
+	kt_eq(kt_unpin(pfd, p.handle), 0, "UNPIN the THP page pinned in pmt/m");
+	kt_eq(cg_pinned(fd, "pmt/o"), 0, "THP let go: un-charged from pmt/o, where it was charged");
+	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m unchanged");
+	close(pfd);
+	kt_eq(cg_pinned(fd, "pmt/m"), 0, "close: pmt/m back to 0");
+	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	cg_ioctl(fd, "pmt/m", PINMEM_CGROUP_CLEAR, 0, NULL);
+	cg_rmdir("pmt/o");
+	cg_rmdir("pmt/m");
+	munmap(buf, 8 * PG);
+	munmap(thp, HP);
+}
+
 /* Pin and unpin 1-3 pages at random in @rel until @end; exit 0. */
 static void storm_child(const char *rel, double end, unsigned int seed)
 {
@@ -358,6 +418,7 @@ int main(void)
 	kt_limits_open();
 	fd = kt_open();
 	test_hierarchy(fd);
+	test_pin_time(fd);
 	test_storm(fd);
 	test_bad(fd);
 	close(fd);

@@ -20,21 +20,6 @@
 #define HP	KT_HPAGE
 #define NTHP	16
 
-/* @n THPs, 2 MiB aligned and faulted in; bails out without THP. */
-static char *map_thp(size_t n)
-{
-	char *buf = kt_map_aligned(n * HP, HP);
-	long long kb;
-
-	if (madvise(buf, n * HP, MADV_HUGEPAGE))
-		kt_bail("MADV_HUGEPAGE");
-	kt_fill(buf, n * HP, 40);
-	kb = kt_smaps_kb(buf, "AnonHugePages");
-	if (kb != (long long)(n * HP / 1024))
-		kt_bail("only %lld kB of %zu THP", kb, n * HP / 1024);
-	return buf;
-}
-
 static uint64_t file_pinned(int fd)
 {
 	struct pinmem_stats st;
@@ -61,7 +46,7 @@ static void expect_charged(int fd, uint64_t bytes, const char *what)
 
 static void test_thp_slice(void)
 {
-	char *buf = map_thp(2);
+	char *buf = kt_map_thp(2);
 	struct pinmem_pin p1, p2, p3, p4;
 	int fd = kt_open();
 
@@ -131,7 +116,7 @@ static void test_hugetlb_slice(void)
 static int slices_under_rlimit(void *arg)
 {
 	size_t lim = *(size_t *)arg, i;
-	char *buf = map_thp(NTHP);
+	char *buf = kt_map_thp(NTHP);
 	struct pinmem_pin p;
 	int fd, ok = 0, refused = 0, ret;
 
@@ -174,7 +159,7 @@ static void test_rlimit(void)
 static void test_kmem(void)
 {
 	size_t n = 256, i, len = 32 * HP;
-	char *small = kt_map(n * 2 * PG, 1), *thp = map_thp(32);
+	char *small = kt_map(n * 2 * PG, 1), *thp = kt_map_thp(32);
 	uint64_t handles[256], kmem, row = 0, h;
 	struct pinmem_stats st;
 	int fd = kt_open();
