@@ -12,7 +12,8 @@
  * ids are not reused, so no pin can land on a stale entry.
  *
  * An entry lives while a region or folio is charged to it, while a child
- * entry lives, or while it has a limit.  Counters, limits, the table and
+ * entry lives, or while it has a limit; the limit of a removed cgroup is
+ * dropped (pinmem_cg_prune()).  Counters, limits, the table and
  * the references are guarded by the budget lock (kmod/budget.c), taken by
  * the callers here through pinmem_budget_enter()/leave().
  */
@@ -151,7 +152,11 @@ struct pinmem_cg *pinmem_cg_get_current(void)
 	if (cg)
 		cg->refs++;
 	pinmem_budget_leave();
-	return cg ? cg : pinmem_cg_chain_get(ids, n);
+	if (cg)
+		return cg;
+	/* A cgroup new to the module: a good time to forget removed ones. */
+	pinmem_cg_prune();
+	return pinmem_cg_chain_get(ids, n);
 }
 
 /**
@@ -248,23 +253,50 @@ void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes)
 }
 
 #ifdef CONFIG_CGROUPS
-/* The chain of the cgroup at @path (caller's cgroup namespace); 0 or -errno. */
-static int pinmem_cg_path_ids(const char *path, u64 *ids, int *n)
-{
-	struct cgroup *cgrp;
+#define PINMEM_CG_PRUNE_BATCH	16
 
-	cgrp = cgroup_get_from_path(path);
-	if (IS_ERR(cgrp))
-		return PTR_ERR(cgrp) == -ENOENT ? -ENOENT : PTR_ERR(cgrp);
-	if (cgrp->level > PINMEM_CG_DEPTH) {
-		cgroup_put(cgrp);
-		return -E2BIG;
-	}
-	*n = pinmem_cg_ids(cgrp, ids);
-	if (!*n)
-		ids[0] = cgroup_id(cgrp);
-	cgroup_put(cgrp);
-	return 0;
+/**
+ * pinmem_cg_prune() - drop the limits of removed cgroups
+ *
+ * Their ids never come back, so such a limit could only keep the entry
+ * (and the cgroup's memory) for nothing.  An entry still charged stays,
+ * unlimited, until its pins let go.  The limit holds a reference on the
+ * cgroup, so a removed one is seen dying here however long ago it went.
+ * Called before the entries are read (CGROUP ioctl, stats file) and when a
+ * PIN adds entries.
+ */
+void pinmem_cg_prune(void)
+{
+	struct pinmem_cg *stale[PINMEM_CG_PRUNE_BATCH], *cg;
+	struct cgroup *cgrps[PINMEM_CG_PRUNE_BATCH];
+	LIST_HEAD(dead);
+	int bkt, i, n;
+
+	do {
+		n = 0;
+		pinmem_budget_enter();
+		hash_for_each(pinmem_cgs, bkt, cg, node) {
+			/* rmdir clears CSS_ONLINE of the cgroup itself. */
+			if (!cg->cgrp ||
+			    (READ_ONCE(cg->cgrp->self.flags) & CSS_ONLINE))
+				continue;
+			cgrps[n] = cg->cgrp;
+			cg->cgrp = NULL;
+			cg->limited = false;
+			cg->limit = PINMEM_UNLIMITED;
+			stale[n++] = cg;
+			if (n == PINMEM_CG_PRUNE_BATCH)
+				goto full;
+		}
+full:
+		/* After the walk: a put may free entries the walk would visit. */
+		for (i = 0; i < n; i++)
+			pinmem_cg_put_locked(stale[i], &dead);
+		pinmem_budget_leave();
+		for (i = 0; i < n; i++)
+			cgroup_put(cgrps[i]);
+		pinmem_cg_free(&dead);
+	} while (n == PINMEM_CG_PRUNE_BATCH);
 }
 
 /**
@@ -277,39 +309,55 @@ static int pinmem_cg_path_ids(const char *path, u64 *ids, int *n)
  */
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 {
-	u64 ids[PINMEM_CG_DEPTH];
+	struct cgroup *cgrp, *put[2] = { NULL, NULL };
 	struct pinmem_cg *cg, *leaf = NULL;
+	u64 ids[PINMEM_CG_DEPTH];
 	LIST_HEAD(dead);
-	int n, ret;
+	int n;
 
-	ret = pinmem_cg_path_ids(path, ids, &n);
-	if (ret)
-		return ret;
+	pinmem_cg_prune();
+	cgrp = cgroup_get_from_path(path);
+	if (IS_ERR(cgrp))
+		return PTR_ERR(cgrp);
+	put[0] = cgrp;
+	if (cgrp->level > PINMEM_CG_DEPTH) {
+		cgroup_put(cgrp);
+		return -E2BIG;
+	}
+	n = pinmem_cg_ids(cgrp, ids);
 	if (!n) {	/* the root: never limited, use is the global budget's */
+		arg->cgroup_id = cgroup_id(cgrp);
+		cgroup_put(cgrp);
 		if (arg->flags & PINMEM_CGROUP_SET)
 			return -EINVAL;
-		arg->cgroup_id = ids[0];
 		arg->limit_bytes = PINMEM_UNLIMITED;
 		arg->pinned_bytes = arg->peak_bytes = arg->refused = 0;
 		return 0;
 	}
 	if (arg->flags & PINMEM_CGROUP_SET) {
 		leaf = pinmem_cg_chain_get(ids, n);
-		if (IS_ERR(leaf))
+		if (IS_ERR(leaf)) {
+			cgroup_put(cgrp);
 			return PTR_ERR(leaf);
+		}
 	}
 	pinmem_budget_enter();
 	cg = pinmem_cg_find(ids[0]);
 	if (cg && (arg->flags & PINMEM_CGROUP_SET)) {
 		cg->limit = pinmem_budget_round(arg->limit_bytes);
 		if (!cg->limited) {
+			/* The references on entry and cgroup stay for the limit. */
 			cg->limited = true;
-			leaf = NULL;	/* the reference stays for the limit */
+			cg->cgrp = cgrp;
+			put[0] = NULL;
+			leaf = NULL;
 		}
 	}
 	if (cg && (arg->flags & PINMEM_CGROUP_CLEAR) && cg->limited) {
 		cg->limited = false;
 		cg->limit = PINMEM_UNLIMITED;
+		put[1] = cg->cgrp;
+		cg->cgrp = NULL;
 		leaf = cg;	/* drop the limit's reference below */
 	}
 	arg->cgroup_id = ids[0];
@@ -321,10 +369,17 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 		pinmem_cg_put_locked(leaf, &dead);
 	pinmem_budget_leave();
 	pinmem_cg_free(&dead);
+	for (n = 0; n < 2; n++)
+		if (put[n])
+			cgroup_put(put[n]);
 	return 0;
 }
 
 #else
+void pinmem_cg_prune(void)
+{
+}
+
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 {
 	return -EOPNOTSUPP;
@@ -343,6 +398,8 @@ void pinmem_cg_exit(void)
 	hash_for_each_safe(pinmem_cgs, bkt, tmp, cg, node) {
 		WARN_ON_ONCE(cg->pinned_bytes);
 		hash_del(&cg->node);
+		if (cg->cgrp)
+			cgroup_put(cg->cgrp);
 		kfree(cg);
 	}
 }

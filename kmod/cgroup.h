@@ -8,6 +8,8 @@
 #include <linux/list.h>
 #include <linux/types.h>
 
+struct cgroup;
+
 #include <uapi/pinmem.h>
 
 /**
@@ -19,6 +21,8 @@
  * @refs: regions and large folios charged to it, child entries, and one
  *	for a limit
  * @limited: @limit applies
+ * @cgrp: the cgroup, referenced while @limited, so pinmem_cg_prune() sees
+ *	it removed
  * @limit: bytes it and its descendants may pin
  * @pinned_bytes: bytes charged to it and its descendants
  * @peak_bytes: highest @pinned_bytes seen
@@ -33,6 +37,7 @@ struct pinmem_cg {
 	struct pinmem_cg *parent;
 	unsigned int refs;
 	bool limited;
+	struct cgroup *cgrp;
 	u64 limit;
 	u64 pinned_bytes;
 	u64 peak_bytes;
@@ -46,6 +51,7 @@ void pinmem_cg_put(struct pinmem_cg *cg);
 struct pinmem_cg *pinmem_cg_refuser(struct pinmem_cg *cg, u64 bytes);
 void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes);
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg);
+void pinmem_cg_prune(void);
 void pinmem_cg_exit(void);
 void pinmem_cg_for_each(void (*fn)(const struct pinmem_cg *cg, void *arg),
 			void *arg);

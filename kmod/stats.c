@@ -196,6 +196,7 @@ static int pinmem_show_cgroups(struct seq_file *m)
 	const struct pinmem_cg *cg;
 	size_t i;
 
+	pinmem_cg_prune();	/* no row for the limit of a removed cgroup */
 	for (;;) {
 		s.n = 0;
 		pinmem_budget_enter();

@@ -340,7 +340,9 @@ struct pinmem_limits {
  * charged once per file, to the cgroup of the PIN that took it first.  The
  * charge stays there until UNPIN, close or exit, wherever the task moves,
  * and a cgroup removed while charged keeps its charge until then.  Limits are
- * kept by cgroup id (ids are not reused) and are lost on module unload.
+ * kept by cgroup id (ids are not reused, so a cgroup made again at the same
+ * path starts without one); the limit of a removed cgroup is dropped, and
+ * all are lost on module unload.
  * SET and CLEAR need CAP_SYS_ADMIN (EPERM).  Errors: ENOENT (no such
  * cgroup), EOPNOTSUPP (no cgroup v2), EINVAL, EFAULT, ENOMEM.
  */

@@ -19,11 +19,13 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include "common.h"
 
 #define PG		KT_PAGE
 #define HP		KT_HPAGE
+#define ALL_CAPS	((1ULL << (CAP_LAST_CAP + 1)) - 1)
 #define CGROOT		"/sys/fs/cgroup"
 #define CG2_MAGIC	0x63677270
 
@@ -279,6 +281,101 @@ static void test_pin_time(int fd)
 	munmap(thp, HP);
 }
 
+/*
+ * The limit of a removed cgroup goes away (its charge stays until its pins
+ * go), and a cgroup made again at the same path starts without a limit.
+ */
+static void test_removed(int fd)
+{
+	char *buf = kt_map(8 * PG, 1);
+	struct pinmem_cgroup g;
+	uint64_t old, v = 0;
+	int pfd;
+
+	cg_mkdir("pmt/r");
+	old = cg_id("pmt/r");
+	kt_eq(cg_ioctl(fd, "pmt/r", PINMEM_CGROUP_SET, 3 * PG, NULL), 0, "SET pmt/r 3 pages");
+	kt_eq(cg_enter("pmt/r"), 0, "entered pmt/r");
+	pfd = kt_open();
+	kt_eq(kt_pin(pfd, buf, 2 * PG, NULL), 0, "pmt/r: PIN 2 pages");
+	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	kt_eq(cg_rmdir("pmt/r"), 0, "rmdir pmt/r with its pins live");
+	kt_eq(cg_ioctl(fd, "pmt/r", 0, 0, NULL), -ENOENT, "GET pmt/r: ENOENT");
+	kt_eq(kt_statfile("cgroup", (long long)old, "limit_bytes", &v), 0, "removed pmt/r still has a stats line");
+	kt_eq(v, PINMEM_UNLIMITED, "the removed cgroup's limit is gone");
+	kt_eq(kt_statfile("cgroup", (long long)old, "pinned_bytes", &v), 0, "pinned_bytes of removed pmt/r");
+	kt_eq(v, 2 * PG, "its charge stays while its pins live");
+
+	cg_mkdir("pmt/r");
+	kt_ok(cg_id("pmt/r") != old, "pmt/r made again has a new id");
+	kt_eq(cg_ioctl(fd, "pmt/r", 0, 0, &g), 0, "GET the new pmt/r");
+	kt_eq(g.limit_bytes, PINMEM_UNLIMITED, "the new pmt/r has no limit");
+	kt_eq(g.pinned_bytes, 0, "and nothing charged");
+	kt_eq(cg_enter("pmt/r"), 0, "entered the new pmt/r");
+	kt_eq(kt_pin(pfd, buf + 2 * PG, 4 * PG, NULL), 0, "the new pmt/r: PIN 4 pages (the old limit was 3)");
+	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	close(pfd);
+	kt_eq(kt_statfile("cgroup", (long long)old, "pinned_bytes", &v), -ENOENT,
+	      "pins gone: no stats line for the removed cgroup");
+	kt_eq(cg_pinned(fd, "pmt/r"), 0, "the new pmt/r back to 0");
+	kt_eq(cg_rmdir("pmt/r"), 0, "rmdir the new pmt/r");
+	munmap(buf, 8 * PG);
+}
+
+struct ns_ids {
+	uint64_t ns, x;
+};
+
+/* In a cgroup namespace rooted at pmt/ns: paths are relative to it. */
+static int in_cgroup_ns(void *arg)
+{
+	const struct ns_ids *id = arg;
+	char *buf = kt_map(4 * PG, 1), line[256] = "";
+	struct pinmem_cgroup g;
+	struct pinmem_stats st = { 0 };
+	struct pinmem_pin p;
+	FILE *f;
+	int fd;
+
+	if (cg_enter("pmt/ns") || unshare(CLONE_NEWCGROUP))
+		kt_bail("cgroup namespace: %s", strerror(errno));
+	fd = kt_open();
+	kt_eq(cg_ioctl(fd, "/", 0, 0, &g), 0, "in the namespace: GET /");
+	kt_eq(g.cgroup_id, id->ns, "/ is pmt/ns");
+	kt_eq(cg_ioctl(fd, "x", PINMEM_CGROUP_SET, 2 * PG, &g), 0, "in the namespace: SET x 2 pages");
+	kt_eq(g.cgroup_id, id->x, "x is pmt/ns/x");
+	kt_eq(cg_ioctl(fd, "pmt/ns/x", 0, 0, NULL), -ENOENT, "the path from the real root is ENOENT there");
+	kt_eq(cg_enter("pmt/ns/x"), 0, "moved to pmt/ns/x (the mount shows the real root)");
+	f = fopen("/proc/self/cgroup", "re");
+	if (!f || !fgets(line, sizeof(line), f))
+		kt_bail("/proc/self/cgroup");
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	kt_ok(!strcmp(line, "0::/x"), "/proc/self/cgroup: 0::/x (%s)", line);
+	kt_eq(kt_pin(fd, buf, 2 * PG, NULL), 0, "x: PIN its 2 pages");
+	kt_eq(kt_pin(fd, buf + 2 * PG, PG, &p), -EDQUOT, "x: one page more is EDQUOT");
+	kt_stats(fd, &st);
+	kt_eq(st.refused_cgroup_id, id->x, "refused by pmt/ns/x");
+	kt_eq(cg_ioctl(fd, "x", 0, 0, &g), 0, "GET x");
+	kt_eq(g.pinned_bytes, 2 * PG, "x holds 2 pages");
+	kt_eq(cg_ioctl(fd, "x", PINMEM_CGROUP_CLEAR, 0, NULL), 0, "CLEAR x");
+	close(fd);
+	return 0;
+}
+
+static void test_cgroup_ns(void)
+{
+	struct ns_ids id;
+
+	cg_mkdir("pmt/ns");
+	cg_mkdir("pmt/ns/x");
+	id.ns = cg_id("pmt/ns");
+	id.x = cg_id("pmt/ns/x");
+	kt_eq(kt_run_as(0, ALL_CAPS, in_cgroup_ns, &id), 0, "cgroup namespace case ran");
+	cg_rmdir("pmt/ns/x");
+	kt_eq(cg_rmdir("pmt/ns"), 0, "cgroup namespace: cgroups removed");
+}
+
 /* Pin and unpin 1-3 pages at random in @rel until @end; exit 0. */
 static void storm_child(const char *rel, double end, unsigned int seed)
 {
@@ -419,6 +516,8 @@ int main(void)
 	fd = kt_open();
 	test_hierarchy(fd);
 	test_pin_time(fd);
+	test_removed(fd);
+	test_cgroup_ns();
 	test_storm(fd);
 	test_bad(fd);
 	close(fd);
