@@ -18,7 +18,9 @@
  * the callers here through pinmem_budget_enter()/leave().
  */
 #include <linux/cgroup.h>
+#include <linux/fs.h>
 #include <linux/hashtable.h>
+#include <linux/module.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
 
@@ -299,13 +301,38 @@ full:
 	} while (n == PINMEM_CG_PRUNE_BATCH);
 }
 
+static void pinmem_cg_sb_seen(struct super_block *sb, void *seen)
+{
+	*(bool *)seen = true;
+}
+
+/*
+ * Whether cgroup v2 is in use: a cgroup2 file system is mounted somewhere.
+ * The default hierarchy exists in every kernel with cgroups, but on a host
+ * that mounts only v1 hierarchies every task stays in its root, so no
+ * budget there could ever be charged: better to say so than to accept a
+ * limit that never applies.
+ */
+static bool pinmem_cg_v2_mounted(void)
+{
+	struct file_system_type *fs = get_fs_type("cgroup2");
+	bool seen = false;
+
+	if (!fs)
+		return false;
+	iterate_supers_type(fs, pinmem_cg_sb_seen, &seen);
+	module_put(fs->owner);	/* put_filesystem(), which is not exported */
+	return seen;
+}
+
 /**
  * pinmem_cg_ioctl() - PINMEM_IOC_CGROUP on the cgroup at @path
  * @path: NUL-terminated, relative to the caller's cgroup namespace root
  * @arg: flags and limit_bytes in; the cgroup's numbers out
  *
- * Return: 0; -ENOENT; -EINVAL (a limit on the root cgroup); -ENOMEM; -E2BIG
- * (a cgroup more than 64 levels deep).
+ * Return: 0; -EOPNOTSUPP when no cgroup2 file system is mounted (a cgroup
+ * v1-only host); -ENOENT; -EINVAL (a limit on the root cgroup); -ENOMEM;
+ * -E2BIG (a cgroup more than 64 levels deep).
  */
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 {
@@ -315,6 +342,8 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 	LIST_HEAD(dead);
 	int n;
 
+	if (!pinmem_cg_v2_mounted())
+		return -EOPNOTSUPP;
 	pinmem_cg_prune();
 	cgrp = cgroup_get_from_path(path);
 	if (IS_ERR(cgrp))

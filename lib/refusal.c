@@ -93,13 +93,14 @@ static bool budget_of(int err, uint32_t reason, const struct pinmem_stats *st,
 /*
  * The cgroup with id @id among this process's cgroup and its ancestors (a
  * PIN is charged to the pinning task's cgroup at PIN time): its path and
- * numbers.
+ * numbers; -ENOENT, or -EOPNOTSUPP when the module finds no cgroup v2.
  */
-static bool cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
-		      struct pinmem_cgroup *out)
+static int cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
+		     struct pinmem_cgroup *out)
 {
 	char line[4096], *p = NULL, *slash;
 	FILE *f = fopen("/proc/self/cgroup", "re");
+	int r;
 
 	while (f && fgets(line, sizeof(line), f))
 		if (!strncmp(line, "0::", 3)) {
@@ -115,16 +116,23 @@ static bool cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
 		memset(out, 0, sizeof(*out));
 		out->path = (uintptr_t)p;
 		out->path_len = (uint32_t)strlen(p);
-		if (!ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_CGROUP, out) && out->cgroup_id == id) {
+		r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_CGROUP, out);
+		if (r == -EOPNOTSUPP)
+			return r;
+		if (!r && out->cgroup_id == id) {
 			snprintf(path, len, "/%s", p);
-			return true;
+			return 0;
 		}
 		slash = strrchr(p, '/');
 		if (!slash)
 			break;
 		*slash = '\0';
 	}
-	return false;
+	/* Not found: is it because there is no cgroup v2 to look in? */
+	memset(out, 0, sizeof(*out));
+	out->path = (uintptr_t)"";
+	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_CGROUP, out);
+	return r == -EOPNOTSUPP ? r : -ENOENT;
 }
 
 static int refuse_cgroup(struct pm_ctx *ctx, int err, const char *ask)
@@ -132,10 +140,17 @@ static int refuse_cgroup(struct pm_ctx *ctx, int err, const char *ask)
 	struct pinmem_stats st;
 	struct pinmem_cgroup cg;
 	char path[4096], use[64];
+	int r;
 
 	memset(&st, 0, sizeof(st));
-	if (ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, &st) ||
-	    !cgroup_of(ctx, st.refused_cgroup_id, path, sizeof(path), &cg))
+	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, &st);
+	if (!r)
+		r = cgroup_of(ctx, st.refused_cgroup_id, path, sizeof(path), &cg);
+	if (r == -EOPNOTSUPP)	/* cgroup2 unmounted since the refusal */
+		return pm_ctx_error(ctx, err,
+				    "pinning %s was refused by the budget of cgroup id %llu; cgroup budgets need cgroup v2, which is not mounted now",
+				    ask, (unsigned long long)st.refused_cgroup_id);
+	if (r)
 		return pm_ctx_error(ctx, err,
 				    "pinning %s was refused by the budget of cgroup id %llu (not on this process's cgroup path any more)",
 				    ask, (unsigned long long)st.refused_cgroup_id);

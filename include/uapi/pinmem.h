@@ -344,7 +344,9 @@ struct pinmem_limits {
  * path starts without one); the limit of a removed cgroup is dropped, and
  * all are lost on module unload.
  * SET and CLEAR need CAP_SYS_ADMIN (EPERM).  Errors: ENOENT (no such
- * cgroup), EOPNOTSUPP (no cgroup v2), EINVAL, EFAULT, ENOMEM.
+ * cgroup), EOPNOTSUPP (cgroup budgets need cgroup v2: a kernel without
+ * cgroups, or no cgroup2 file system mounted, as on a cgroup v1-only host),
+ * EINVAL, EFAULT, ENOMEM, E2BIG (more than 64 levels deep).
  */
 struct pinmem_cgroup {
 	__u64 path;

@@ -5,8 +5,10 @@
  * over the tightest limit on that path is EDQUOT with reason CGROUP and the
  * refusing cgroup named in STATS.  A task moved after opening is judged by
  * its new cgroup; a charge (also a THP's, charged once per file) stays where
- * it was made when the task moves, a cgroup can be removed while charged,
- * and everything is back to zero at the end.
+ * it was made when the task moves, a cgroup can be removed while charged
+ * (its limit goes), paths are relative to a cgroup namespace, the ioctl is
+ * EOPNOTSUPP without a cgroup2 mount, and everything is back to zero at the
+ * end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -475,6 +477,42 @@ static void test_bad(int fd)
 	kt_eq(kt_run_as(1000, 0, unprivileged_set, NULL), 0, "uid 1000");
 }
 
+static int cg2_mounted(void)
+{
+	struct statfs sfs;
+
+	return !statfs(CGROOT, &sfs) && sfs.f_type == CG2_MAGIC;
+}
+
+/*
+ * A cgroup v1-only host: no cgroup2 file system mounted, perhaps a v1
+ * hierarchy.  Every task stays in the root of v2, so a limit could never
+ * apply: the ioctl says "cgroup budgets need cgroup v2" (EOPNOTSUPP).
+ */
+static void test_v1_only(void)
+{
+	int fd = kt_open(), v1;
+
+	if (cg2_mounted() && umount(CGROOT)) {
+		kt_skip("v1-only: cannot unmount cgroup2 from %s: %s", CGROOT, strerror(errno));
+		close(fd);
+		return;
+	}
+	kt_eq(cg_ioctl(fd, "", 0, 0, NULL), -EOPNOTSUPP, "no cgroup2 mounted: GET of the root is EOPNOTSUPP");
+	kt_eq(cg_ioctl(fd, "pmt", PINMEM_CGROUP_SET, KT_MIB, NULL), -EOPNOTSUPP,
+	      "no cgroup2 mounted: SET is EOPNOTSUPP");
+	v1 = !mkdir("/tmp/pmt-v1", 0755) || errno == EEXIST;
+	if (v1 && !mount("cgroup", "/tmp/pmt-v1", "cgroup", 0, "none,name=pmtv1")) {
+		kt_eq(cg_ioctl(fd, "", 0, 0, NULL), -EOPNOTSUPP,
+		      "only a v1 hierarchy mounted: GET is EOPNOTSUPP");
+		umount("/tmp/pmt-v1");
+	} else {
+		kt_skip("v1-only: cannot mount a named v1 hierarchy: %s", strerror(errno));
+	}
+	rmdir("/tmp/pmt-v1");
+	close(fd);
+}
+
 /* Whether the kernel has the cgroup2 file system (/proc/filesystems). */
 static int have_cgroup2(void)
 {
@@ -492,7 +530,6 @@ static int have_cgroup2(void)
 
 int main(void)
 {
-	struct statfs sfs;
 	int fd;
 
 	if (!have_cgroup2()) {
@@ -504,8 +541,8 @@ int main(void)
 		kt_expect_clean("t_cgroup end");
 		return kt_done();
 	}
-	if ((statfs(CGROOT, &sfs) || sfs.f_type != CG2_MAGIC) &&
-	    mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
+	test_v1_only();
+	if (!cg2_mounted() && mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
 		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
 	cg_mkdir("pmt");
 	cg_mkdir("pmt/a");

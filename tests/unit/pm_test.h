@@ -42,8 +42,10 @@ struct fake_sys {
 	int pin_err;			/* forced PIN result when != 0 */
 	uint32_t pin_reason;		/* pinmem_pin.refused written with it */
 	uint64_t user_locked;		/* STATS user_locked_bytes */
-	/* PINMEM_IOC_CGROUP answers these for any path; STATS names cg_refuser. */
+	/* PINMEM_IOC_CGROUP answers these for any path (or cg_err when != 0);
+	 * STATS names cg_refuser. */
 	uint64_t cg_id, cg_used, cg_limit, cg_refuser;
+	int cg_err;
 	uint64_t global_used, global_limit;
 	uint64_t user_used, user_limit;
 	uint64_t rlimit_used, rlimit_limit;
@@ -170,6 +172,8 @@ static inline int fake_ioctl(int fd, unsigned long req, void *arg)
 	case PINMEM_IOC_CGROUP: {
 		struct pinmem_cgroup *cg = arg;
 
+		if (fake.cg_err)
+			return fake.cg_err;
 		cg->cgroup_id = fake.cg_id;
 		cg->pinned_bytes = fake.cg_used;
 		cg->limit_bytes = fake.cg_limit;

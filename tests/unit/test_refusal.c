@@ -159,6 +159,11 @@ static void cgroup_budget(void **state)
 	pm_refuse_module(ctx, -EDQUOT, 2 * GiB, NULL, PINMEM_REFUSED_CGROUP);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 2.0 GiB was refused by the budget of cgroup id 78 (not on this process's cgroup path any more)");
+	/* cgroup2 unmounted since (the module's CGROUP ioctl is EOPNOTSUPP). */
+	fake.cg_err = -EOPNOTSUPP;
+	pm_refuse_module(ctx, -EDQUOT, 2 * GiB, NULL, PINMEM_REFUSED_CGROUP);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 2.0 GiB was refused by the budget of cgroup id 78; cgroup budgets need cgroup v2, which is not mounted now");
 }
 
 static void mlock_rlimit(void **state)
