@@ -12,7 +12,7 @@
   fenced    pinmem.torch.DataLoader without a device, the usual
             x.cuda(non_blocking=True) behind a slow kernel, x dropped at
             once: the loader fences the slot, no sample is overwritten
-  bench     samples/s on the GPU: torch.utils.data.DataLoader(pin_memory=True)
+  bench     samples/s on the GPU (dataloader-compare.py's pread samples): torch.utils.data.DataLoader(pin_memory=True)
             + .cuda(non_blocking=True) vs pinmem.torch.DataLoader(device="cuda")
 
 It prints one PASS/FAIL line per check and "gpu-python-check: N passed, M failed".
@@ -130,33 +130,26 @@ def check_fenced(dev):
     return bad == 0, "%d samples, %d overwritten" % (len(outs) * 32, bad)
 
 
-class FileSamples(Dataset):
-    """Sample i: 3x224x224 bytes of one file read with pread, as a uint8 tensor."""
-
-    def __init__(self, path, n):
-        self.path, self.n, self.size = path, n, 3 * 224 * 224
-        self.fd = None
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDONLY)
-        b = os.pread(self.fd, self.size, i * self.size)
-        return torch.frombuffer(bytearray(b), dtype=torch.uint8).view(3, 224, 224), i
+def _compare_module():
+    """bench/dataloader-compare.py, for its FileSamples dataset (its name has a dash)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("dataloader_compare",
+                                                  os.path.join(here, "dataloader-compare.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def rate(loader, dev, passes):
     t0 = time.perf_counter()
     n = 0
     for _ in range(passes):
-        for x, y in loader:
+        for x in loader:
             if x.device.type != "cuda":
                 x = x.cuda(dev, non_blocking=True)
-                y = y.cuda(dev, non_blocking=True)
             x.float().mean()                        # a consumer of the batch
-            n += len(y)
+            n += len(x)
     torch.cuda.synchronize()
     return n / (time.perf_counter() - t0)
 
@@ -165,7 +158,7 @@ def bench(d, dev, workers, samples):
     path = os.path.join(d, "py-samples.bin")
     numpy.random.default_rng(2).integers(0, 256, samples * 3 * 224 * 224,
                                          dtype=numpy.uint8).tofile(path)
-    ds = FileSamples(path, samples)
+    ds = _compare_module().FileSamples(path, samples, (3, 224, 224))
     print("| N workers | torch DataLoader(pin_memory=True) samples/s | pinmem.torch.DataLoader samples/s | ratio |")
     print("|---|---|---|---|")
     for n in workers:
