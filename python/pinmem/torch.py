@@ -289,8 +289,9 @@ class _Ring:
 class DataLoader:
     """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
     num_workers=0, collate_fn=None, pin_memory=True, drop_last=False, timeout=0,
-    worker_init_fn=None, generator=None, prefetch_factor=2, persistent_workers=False,
-    *, device=None, slot_bytes=None, slots=None, ctx=None, module="auto", pin="auto",
+    worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+    prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
+    device=None, slot_bytes=None, slots=None, ctx=None, module="auto", pin="auto",
     oversize="copy")
 
     torch.utils.data.DataLoader's arguments and batches (the same for the same
@@ -307,15 +308,19 @@ class DataLoader:
     backend with a device, the automatic one without, on the current CUDA
     device when CUDA is initialised, else on $LOCAL_RANK).  pin: "auto" (module, else
     mlock), "module", "mlock".  pin_memory is accepted for compatibility:
-    the ring is always pinned.  An IterableDataset is iterated by each
+    the ring is always pinned; pin_memory_device="cuda:N" registers it on
+    GPU N.  Workers are forked (they inherit the ring's mapping), so
+    multiprocessing_context may only be None or "fork".  Batches always come
+    in order (in_order=False is accepted).  An IterableDataset is iterated by each
     worker as torch's DataLoader does (see the module doc).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=True, drop_last=False, timeout=0,
-                 worker_init_fn=None, generator=None, prefetch_factor=2,
-                 persistent_workers=False, *, device=None, slot_bytes=None, slots=None,
-                 ctx=None, module="auto", pin="auto", oversize="copy"):
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True, device=None, slot_bytes=None, slots=None, ctx=None,
+                 module="auto", pin="auto", oversize="copy"):
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             # torch.utils.data.DataLoader's rules and words
@@ -330,8 +335,17 @@ class DataLoader:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if oversize not in ("copy", "raise"):
             raise ValueError("oversize option should be 'copy' or 'raise'")
-        if prefetch_factor is None or prefetch_factor < 1:
+        if prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor < 1:
             raise ValueError("prefetch_factor option should be a positive int")
+        start = (multiprocessing_context if isinstance(multiprocessing_context, (str, type(None)))
+                 else multiprocessing_context.get_start_method())
+        if start not in (None, "fork"):
+            raise ValueError("pinmem.torch.DataLoader: workers are forked (they inherit the pinned "
+                             "ring's mapping); multiprocessing_context=%r is not supported, pass "
+                             "None or 'fork'" % (start,))
+        ring_device = _device_of(pin_memory_device or None)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
@@ -363,6 +377,9 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.pin_memory = True
         self.device = _device_of(device)
+        self.multiprocessing_context = multiprocessing_context
+        self.pin_memory_device, self.in_order = pin_memory_device, in_order
+        self._ring_device = self.device if self.device is not None else ring_device
         self._slot_bytes = slot_bytes
         self._slots = slots or max(2, num_workers * prefetch_factor) + 2
         self._ctx_arg, self._module, self._pin = ctx, module, pin
@@ -418,8 +435,8 @@ class DataLoader:
 
     def _cuda_device(self):
         """The GPU the ring is registered on: this rank's, not GPU 0 in every rank."""
-        if self.device is not None:
-            return self.device.index
+        if self._ring_device is not None:
+            return self._ring_device.index
         if torch.cuda.is_initialized():
             return torch.cuda.current_device()
         return int(os.environ.get("LOCAL_RANK", 0))

@@ -543,3 +543,23 @@ def test_iterable_dataset_error_is_raised_and_empty_stream_ends(workers):
     empty = pt.DataLoader(Samples(n=0), batch_size=4, num_workers=workers, module=MODULE_MODE)
     assert list(empty) == []
     empty.close()
+
+
+def test_every_torch_dataloader_argument_is_accepted():
+    """A drop-in replacement: torch's parameters, in torch's positional order."""
+    import inspect
+    theirs = inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    ours = inspect.signature(pt.DataLoader.__init__).parameters
+    assert set(theirs) <= set(ours), set(theirs) - set(ours)
+    positional = [n for n, p in theirs.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    assert [n for n, p in ours.items() if p.kind == p.POSITIONAL_OR_KEYWORD][:len(positional)] == positional
+    import multiprocessing
+    for ok in (None, "fork", multiprocessing.get_context("fork")):
+        lo = pt.DataLoader(Images(), batch_size=8, num_workers=1, multiprocessing_context=ok,
+                           prefetch_factor=None, pin_memory_device="", in_order=False,
+                           module=MODULE_MODE)
+        assert sum(len(y) for _, y in lo) == 37
+        lo.close()
+    for bad in ("spawn", multiprocessing.get_context("forkserver")):
+        with pytest.raises(ValueError, match="workers are forked"):
+            pt.DataLoader(Images(), num_workers=1, multiprocessing_context=bad)
