@@ -50,6 +50,7 @@ struct pinmem_file *pinmem_file_open(void)
 		return ERR_PTR(-ENOMEM);
 	}
 	mutex_init(&f->lock);
+	mutex_init(&f->fallback_lock);
 	xa_init_flags(&f->regions, XA_FLAGS_ALLOC1 | XA_FLAGS_ACCOUNT);
 	f->folios.root = RB_ROOT;
 	f->ustruct = get_uid(current_user());
@@ -143,6 +144,7 @@ void pinmem_file_release(struct pinmem_file *f)
 	}
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&f->folios.root) || f->folios.bytes);
 	xa_destroy(&f->regions);
+	mutex_destroy(&f->fallback_lock);
 	mutex_destroy(&f->lock);
 	free_uid(f->ustruct);
 	pinmem_user_put(f->user);
@@ -269,6 +271,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	LIST_HEAD(gone);
 	u64 bytes, charged;	/* charged before the pin, after it */
 	u32 handle, reason;
+	bool fallback = false;
 	int ret;
 
 	if (!pinmem_file_is_owner(f)) {
@@ -299,12 +302,20 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		 * The range may lie in large folios this file holds and was
 		 * charged for already: pin first, then charge what the pages
 		 * add.  What may be pinned uncharged meanwhile is bounded by
-		 * what the file is charged for.
+		 * what the file is charged for: one such PIN at a time, or N
+		 * threads of an owner over its budget would hold N ranges.
 		 */
+		if (mutex_lock_killable(&f->fallback_lock)) {
+			ret = -EINTR;
+			goto err_count;
+		}
+		fallback = true;
 		bytes = 0;
 		reason = pinmem_budget_charge(f, cg, bytes, true);
 	}
 	if (reason) {
+		if (fallback)
+			mutex_unlock(&f->fallback_lock);
 		pinmem_budget_refuse(f, cg, reason);
 		pinmem_cg_put(cg);
 		return pinmem_pin_refused(upin, reason,
@@ -326,6 +337,8 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	if (reason) {
 		mutex_unlock(&f->lock);
 		pinmem_region_free(r, false);
+		if (fallback)
+			mutex_unlock(&f->fallback_lock);
 		pinmem_budget_uncharge(f, cg, bytes, true);
 		if (reason != PINMEM_REFUSED_KMEM) {
 			pinmem_cg_put(cg);
@@ -335,6 +348,8 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		ret = -ENOMEM;
 		goto err_count;
 	}
+	if (fallback)	/* every page of @r is charged now */
+		mutex_unlock(&f->fallback_lock);
 	ret = xa_alloc_cyclic(&f->regions, &handle, r, XA_LIMIT(1, U32_MAX),
 			      &f->next_handle, GFP_KERNEL_ACCOUNT);
 	if (ret < 0)
@@ -367,6 +382,8 @@ err_forget:
 err_unpin:
 	pinmem_region_free(r, false);
 err_uncharge:
+	if (fallback)
+		mutex_unlock(&f->fallback_lock);
 	pinmem_budget_uncharge(f, cg, bytes, true);
 err_count:
 	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret));

@@ -72,6 +72,10 @@ struct pinmem_acct {
  *	open until then), 0 for the root cgroup; budget lock
  * @cg_refuser: id of the cgroup that refused the last refused PIN; budget
  *	lock
+ * @fallback_lock: held by a PIN that pins before it is charged (a range a
+ *	budget refused that may lie in large folios the file holds) until its
+ *	pages are charged or unpinned, so one such PIN at a time holds pins
+ *	not charged yet
  * @folios: large folios this file holds pins in (kmod/folio.c), each charged
  *	once; guarded by @lock
  * @comm: the opener's name at open time
@@ -89,6 +93,7 @@ struct pinmem_file {
 	struct user_struct *ustruct;
 	u64 cg_id;
 	u64 cg_refuser;
+	struct mutex fallback_lock;
 	struct pinmem_folios folios;
 	char comm[TASK_COMM_LEN];
 	kuid_t uid;

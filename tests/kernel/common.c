@@ -326,6 +326,22 @@ long long kt_vmstat(const char *name)
 	return -1;
 }
 
+long long kt_foll_pinned(void)
+{
+	static char buf[1 << 16];
+	long long acq = -1, rel = -1;
+	char *p;
+
+	kt_write("/proc/sys/vm/stat_refresh", "1");
+	if (kt_read_file("/proc/vmstat", buf, sizeof(buf)) < 0)
+		kt_bail("/proc/vmstat");
+	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		sscanf(p, "nr_foll_pin_acquired %lld", &acq);
+		sscanf(p, "nr_foll_pin_released %lld", &rel);
+	}
+	return acq - rel;
+}
+
 int kt_foll_pin_balanced(void)
 {
 	long long acq = kt_vmstat("nr_foll_pin_acquired");

@@ -67,6 +67,8 @@ int kt_statfile_version(void);
 /* /proc/vmstat counter, or -1 when absent. */
 long long kt_vmstat(const char *name);
 int kt_foll_pin_balanced(void);
+/* Pages FOLL_PIN-pinned on the machine now (one read: acquired, then released). */
+long long kt_foll_pinned(void);
 /* VmPin of /proc/PID/status in kB (0 = self), -1 when absent. */
 long long kt_vmpin_kb(pid_t pid);
 

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,82 @@ static void test_cgroup_ns(void)
 	kt_eq(cg_rmdir("pmt/ns"), 0, "cgroup namespace: cgroups removed");
 }
 
+#define FB_THREADS	8
+
+struct fallback {
+	int fd;
+	char *thp;
+	double end;
+	long tries, other;
+};
+
+/* PIN a whole THP the file does not hold, over and over: always EDQUOT. */
+static void *fallback_pinner(void *arg)
+{
+	struct fallback *a = arg;
+	struct pinmem_pin p;
+
+	while (kt_now() < a->end) {
+		a->tries++;
+		if (kt_pin(a->fd, a->thp, HP, &p) != -EDQUOT) {
+			a->other++;
+			kt_unpin(a->fd, p.handle);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A file at its cgroup's limit with a THP charged may pin a range no larger
+ * than that before charging it (the range may lie in folios it holds); 8
+ * threads doing so with THPs it does not hold must not hold more than one
+ * such range at a time: real pins never pass the charged ones by more than
+ * one THP (sampled from /proc/vmstat, with room for per-cpu counter lag).
+ */
+static void test_fallback_storm(int fd)
+{
+	char *thp = kt_map_thp(FB_THREADS + 1);
+	struct fallback a[FB_THREADS];
+	pthread_t t[FB_THREADS];
+	long long base, v, max = 0;
+	long tries = 0, other = 0;
+	double end;
+	int pfd, i;
+
+	cg_mkdir("pmt/f");
+	kt_eq(cg_ioctl(fd, "pmt/f", PINMEM_CGROUP_SET, HP, NULL), 0, "SET pmt/f 2 MiB");
+	kt_eq(cg_enter("pmt/f"), 0, "entered pmt/f");
+	pfd = kt_open();
+	kt_eq(kt_pin(pfd, thp, PG, NULL), 0, "pmt/f: PIN one page of a THP, charged 2 MiB: full");
+	base = kt_foll_pinned();
+	end = kt_now() + 3;
+	for (i = 0; i < FB_THREADS; i++) {
+		a[i] = (struct fallback){ .fd = pfd, .thp = thp + (size_t)(i + 1) * HP, .end = end };
+		if (pthread_create(&t[i], NULL, fallback_pinner, &a[i]))
+			kt_bail("pthread_create");
+	}
+	while (kt_now() < end) {
+		v = kt_foll_pinned() - base;
+		if (v > max)
+			max = v;
+	}
+	for (i = 0; i < FB_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		tries += a[i].tries;
+		other += a[i].other;
+	}
+	kt_eq(other, 0, "%ld PINs of a whole THP from %d threads: every one EDQUOT", tries, FB_THREADS);
+	kt_ok(max <= 512 + 128,
+	      "pinned before charged: at most one THP at a time (peak %lld pages over the charged ones, allowed 512 + 128 for counter lag)",
+	      max);
+	kt_eq(cg_pinned(fd, "pmt/f"), HP, "pmt/f still at its 2 MiB");
+	close(pfd);
+	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	cg_ioctl(fd, "pmt/f", PINMEM_CGROUP_CLEAR, 0, NULL);
+	kt_eq(cg_rmdir("pmt/f"), 0, "rmdir pmt/f");
+	munmap(thp, (FB_THREADS + 1) * HP);
+}
+
 /* Pin and unpin 1-3 pages at random in @rel until @end; exit 0. */
 static void storm_child(const char *rel, double end, unsigned int seed)
 {
@@ -556,6 +633,7 @@ int main(void)
 	test_removed(fd);
 	test_cgroup_ns();
 	test_storm(fd);
+	test_fallback_storm(fd);
 	test_bad(fd);
 	close(fd);
 	cg_rmdir("pmt/a/b");
