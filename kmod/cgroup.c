@@ -13,9 +13,9 @@
  *
  * An entry lives while a region or folio is charged to it, while a child
  * entry lives, or while it has a limit; the limit of a removed cgroup is
- * dropped (pinmem_cg_prune()).  Counters, limits, the table and
- * the references are guarded by the budget lock (kmod/budget.c), taken by
- * the callers here through pinmem_budget_enter()/leave().
+ * dropped (pinmem_cg_prune()).  Counters, limits, the table and the
+ * references are guarded by the budget lock (kmod/budget.c), taken by the
+ * callers here through pinmem_budget_enter()/leave().
  */
 #include <linux/cgroup.h>
 #include <linux/fs.h>
@@ -179,7 +179,7 @@ u64 pinmem_cg_current_id(void)
 }
 
 #else
-/* A kernel without cgroups: every file is in the root, with no budget. */
+/* A kernel without cgroups: every PIN is in the root, with no budget. */
 struct pinmem_cg *pinmem_cg_get_current(void)
 {
 	return NULL;
