@@ -117,6 +117,9 @@ expect 1 'item 0 \(.*f\.bin offset 99990 length 20\): past the end of the file \
 # a real dataset: written, streamed with its crc32c values checked, compared
 expect 0 'wrote 2 files, 8 MiB, [0-9]+ items' --make-dataset "$work/d" --size 8M --files 2 --seed 3
 expect 0 ' 0 failed batches' --manifest "$work/d/manifest.txt" --backend host --no-progress
+# the setup before the first batch is said: loading the items, pm_stream_create
+expect 0 'setup +items loaded in [0-9.]+ s, pm_stream_create [0-9.]+ s' --manifest "$work/d/manifest.txt" --no-progress
+expect 0 '"load_s":[0-9.]+,"create_s":[0-9.]+,' --manifest "$work/d/manifest.txt" --json
 # the device asked for (by --device over LOCAL_RANK) is the one reported
 LOCAL_RANK=3 expect 0 '"device":2,' --manifest "$work/d/manifest.txt" --backend host --device 2 --json
 LOCAL_RANK=3 expect 0 '"device":3,' --manifest "$work/d/manifest.txt" --backend host --json
