@@ -15,8 +15,10 @@
  *    clear / PATH=none drop them, limits apply FILE sets them, and bad input,
  *    a missing cgroup or a user without CAP_SYS_ADMIN changes nothing;
  *  - with the module unloaded, the kernel-counter view matches /proc/vmstat,
- *    /proc/meminfo and a process's VmLck; then the module is loaded again,
- *    without the cgroup limits, and limits apply puts them back.
+ *    /proc/meminfo and a process's VmLck; then the module is loaded again by
+ *    packaging/modprobe.d/pinmem.conf's install line (insmod for modprobe):
+ *    without /etc/pinmem/limits.conf the cgroup limits are gone, with it
+ *    that line puts them back.
  *  A kernel without cgroups (the debug kernel) gets "need cgroup v2".
  */
 #include <errno.h>
@@ -580,18 +582,13 @@ static void cgroup_cases(void)
 	kt_eq(cg_limit("pctl/job"), 2 * KT_MIB, "and pctl/job to 2 MiB");
 }
 
-/* After a reload the cgroup limits are gone; limits apply puts them back. */
+/* The limits reload() put back: cleared, and the cgroups removed. */
 static void cgroup_after_reload(void)
 {
 	int rc;
 
 	if (access(CGROOT "/pctl/job", F_OK))
 		return;
-	kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED, "reloaded module: pctl's limit is gone");
-	rc = pinctl(ROOT, "limits", "apply", "--missing-ok", LIMITS_CONF, NULL);
-	kt_eq(rc, 0, "limits apply after the reload");
-	kt_eq(cg_limit("pctl"), 6 * KT_MIB, "pctl 6 MiB again");
-	kt_eq(cg_limit("pctl/job"), 2 * KT_MIB, "pctl/job 2 MiB again");
 	rc = pinctl(ROOT, "limits", "clear", "--cgroup", "pctl/job", "--cgroup", "pctl", NULL);
 	kt_eq(rc, 0, "limits clear both");
 	kt_eq(rmdir(CGROOT "/pctl/job") || rmdir(CGROOT "/pctl"), 0, "rmdir pctl/job, pctl");
@@ -661,14 +658,92 @@ static void no_module_view(void)
 	kt_ok(has(out, "[FAIL] module"), "doctor names the module");
 }
 
+/* packaging/modprobe.d/pinmem.conf, put in the VM by mk/20-pinctl.mk */
+#define MODPROBE_CONF	"/etc/pinmem/modprobe.conf"
+#define ETC_LIMITS	"/etc/pinmem/limits.conf"
+#define MODPROBE_CMD	"/sbin/modprobe --ignore-install pinmem $CMDLINE_OPTS"
+
+/*
+ * The commented-out install line of modprobe.d/pinmem.conf, with insmod of
+ * /pinmem.ko for the modprobe it runs (the VM has no modules.dep); 0 or -1.
+ */
+static int install_line(char *cmd, size_t len)
+{
+	char line[1024], *mod;
+	FILE *f = fopen(MODPROBE_CONF, "r");
+	int ret = -1;
+
+	while (f && ret && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "#install pinmem ", 16))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		mod = strstr(line, MODPROBE_CMD);
+		kt_ok(mod != NULL, "the install line runs '%s'", MODPROBE_CMD);
+		if (mod && (size_t)snprintf(cmd, len, "%.*sinsmod /pinmem.ko%s", (int)(mod - line - 16),
+					    line + 16, mod + strlen(MODPROBE_CMD)) < len)
+			ret = 0;
+	}
+	if (f)
+		fclose(f);
+	return ret;
+}
+
+/* Run @cmd as modprobe would (sh -c); its exit status. */
+static int run_install(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void unload(const char *why)
+{
+	kt_eq(syscall(SYS_delete_module, "pinmem", O_NONBLOCK), 0, "unload pinmem (%s)", why);
+}
+
 static void reload(void)
 {
-	int fd = open("/pinmem.ko", O_RDONLY | O_CLOEXEC);
+	int cgroups = !access(CGROOT "/pctl/job", F_OK);
+	char cmd[1200], buf[4096];
+	int fd;
 
-	kt_ok(fd >= 0, "open /pinmem.ko");
-	kt_eq(fd < 0 ? -1 : syscall(SYS_finit_module, fd, "", 0), 0, "load pinmem again");
-	if (fd >= 0)
-		close(fd);
+	if (install_line(cmd, sizeof(cmd))) {
+		kt_skip("no %s with an install line: plain insmod", MODPROBE_CONF);
+		fd = open("/pinmem.ko", O_RDONLY | O_CLOEXEC);
+		kt_ok(fd >= 0, "open /pinmem.ko");
+		kt_eq(fd < 0 ? -1 : syscall(SYS_finit_module, fd, "", 0), 0, "load pinmem again");
+		if (fd >= 0)
+			close(fd);
+		if (cgroups) {
+			kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED, "reloaded module: pctl's limit is gone");
+			kt_eq(pinctl(ROOT, "limits", "apply", "--missing-ok", LIMITS_CONF, NULL), 0,
+			      "limits apply after the reload");
+		}
+	} else {
+		/* modprobe runs it with sh; pinctl is this program under that name */
+		kt_diag("install line: %s", cmd);
+		mkdir("/usr", 0755);
+		mkdir("/usr/bin", 0755);
+		unlink("/usr/bin/pinctl");
+		kt_eq(symlink("/tests/kernel/pinctl_vm", "/usr/bin/pinctl"), 0, "/usr/bin/pinctl");
+		unlink(ETC_LIMITS);
+		kt_eq(run_install(cmd), 0, "install line without %s: loads pinmem", ETC_LIMITS);
+		kt_ok(!access(PINMEM_DEVICE, F_OK), "pinmem is loaded");
+		if (cgroups) {
+			kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED,
+			      "limits are not kept across reload: pctl has none");
+			unload("to load it with limits.conf");
+			if (slurp(LIMITS_CONF, buf, sizeof(buf)))
+				kt_bail("cannot read %s", LIMITS_CONF);
+			put_file(ETC_LIMITS, buf);
+			kt_eq(run_install(cmd), 0, "install line with %s: loads pinmem, applies it",
+			      ETC_LIMITS);
+		}
+	}
+	if (cgroups) {
+		kt_eq(cg_limit("pctl"), 6 * KT_MIB, "pctl 6 MiB again");
+		kt_eq(cg_limit("pctl/job"), 2 * KT_MIB, "pctl/job 2 MiB again");
+	}
 	/* as tests/vm/init.sh and the udev rule do */
 	kt_eq(chown(PINMEM_DEVICE, 0, KT_PINMEM_GID) || chmod(PINMEM_DEVICE, 0660), 0,
 	      "/dev/pinmem root:pinmem 0660");
