@@ -14,17 +14,27 @@
 #      within 80% of the pinned peak); registration seconds per GiB
 #   6. end-to-end file -> GPU GB/s (O_DIRECT cold, buffered warm)
 #   7. pinstream --compare --backend cuda (every row includes the H2D copy)
+#   8. the Python package with the machine's PyTorch on the GPU
+#      (bench/gpu-python-check.py: Stream on the device, queued hand-off with
+#      release(stream=), pinmem.torch.DataLoader with and without a device,
+#      samples/s against torch's DataLoader(pin_memory=True)), when python3
+#      imports torch with CUDA and the package is built in $PY_DIR
 # It prints one line per check and "gpu-check: N passed, M failed".
 #
-# usage: bench/gpu-check.sh [--build-only]
+# usage: bench/gpu-check.sh [--build-only | --prebuilt]
+#   --prebuilt: use $O/gpu-check, $O/pinstream and $PY_DIR as they are (built
+#   on another machine for a GPU machine without the build packages)
 # env: O=build  SIZE=4G  DATA_DIR=$O (the dataset goes in a temporary
 #      directory there, removed at the end)  CUDA_HOME=/usr/local/cuda
+#      PY_DIR=$O/python  PYTHON=python3  NVCC_ARCH=-arch=native
 set -u
 O=${O:-build}
 SIZE=${SIZE:-4G}
 DATA_DIR=${DATA_DIR:-$O}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NVCC=${NVCC:-$CUDA_HOME/bin/nvcc}
+PY_DIR=${PY_DIR:-$O/python}
+PYTHON=${PYTHON:-python3}
 t0=$(date +%s)
 fails=0
 passes=0
@@ -47,17 +57,21 @@ build() {
 	step "build (CUDA=1)"
 	make -j"$(nproc)" O="$O" CUDA=1 lib pinstream >"$O/gpu-check-build.log" 2>&1 ||
 		{ tail -20 "$O/gpu-check-build.log"; echo "gpu-check: FAIL (build)"; exit 1; }
-	arch=-arch=native
-	command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || arch=
+	# -arch=native needs the GPU; NVCC_ARCH names one to build elsewhere
+	arch=${NVCC_ARCH:--arch=native}
+	[ -n "${NVCC_ARCH:-}" ] || { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; } || arch=
 	"$NVCC" -O2 -std=c++17 $arch -Iinclude -o "$O/gpu-check" bench/gpu-check.cu \
 		"$O/libpinmem.a" -cudart shared -Xlinker -rpath="$CUDA_HOME/lib64" \
 		-luring -ldl -lpthread ||
 		{ echo "gpu-check: FAIL (nvcc)"; exit 1; }
+	# the Python package is optional here: step 8 says when it is missing
+	make O="$O" CUDA=1 python >>"$O/gpu-check-build.log" 2>&1 ||
+		echo "gpu-check: the Python package did not build (see $O/gpu-check-build.log)"
 }
 
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$O"
-build
+[ "${1:-}" = --prebuilt ] || build
 if [ "${1:-}" = --build-only ]; then
 	echo "gpu-check: built $O/gpu-check (not run: --build-only)"
 	exit 0
@@ -108,6 +122,18 @@ check "stream buffered" timeout 60 "$O/gpu-check" stream "$m"
 step "pinstream --compare --backend cuda"
 check "pinstream --compare" timeout 150 "$O/pinstream" --compare --backend cuda \
 	--batch-bytes 64M "$data"/data-*.bin
+
+step "Python package with PyTorch on the GPU"
+if ! "$PYTHON" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+	fail "python: $PYTHON has no torch with CUDA"
+elif ! PYTHONPATH="$PY_DIR" "$PYTHON" -c 'import pinmem' 2>/dev/null; then
+	fail "python: no pinmem package in $PY_DIR for $PYTHON"
+else
+	PYTHONPATH="$PY_DIR" PYTHONUNBUFFERED=1 timeout 200 "$PYTHON" bench/gpu-python-check.py \
+		--dir "$data"
+	rc=$?
+	[ "$rc" = 0 ] && { echo "PASS: python"; passes=$((passes + 1)); } || fail "python (rc $rc)"
+fi
 
 step "done"
 echo "gpu-check: $passes passed, $fails failed"

@@ -116,7 +116,7 @@ int pm_backend_create(enum pm_backend_kind kind, const struct pm_backend_cfg *cf
 			snprintf(note, note_len,
 				 "an NVIDIA GPU is present (%s) but the cuda backend is not usable: %s%s",
 				 gpu, why, r != -ELIBACC ? "" :
-				 "; set PINMEM_CUDART (or cuda_library) to a libcudart.so, e.g. the one a pip-installed PyTorch carries in site-packages/nvidia/cuda_runtime/lib/, or ask for the host backend");
+				 "; set PINMEM_CUDART (or cuda_library) to a libcudart.so, e.g. the one a pip-installed PyTorch carries in site-packages/nvidia/cu13/lib/ (CUDA 13 wheels) or site-packages/nvidia/cuda_runtime/lib/ (CUDA 12), or ask for the host backend");
 			return -ENODEV;
 		}
 		snprintf(note, note_len, "%s; no NVIDIA GPU here (%s), so copies go to host memory",

@@ -41,9 +41,17 @@ main process with the worker's traceback; a worker that dies is reported
 (which one, exit code or signal) within a second, without a hang; Ctrl-C,
 close() and garbage collection stop the workers and unpin the ring once no
 batch tensor is left.
+
+An IterableDataset (a WebDataset-style stream of samples) works as with
+torch's DataLoader: each worker iterates its own copy (shard it with
+torch.utils.data.get_worker_info()), batches go round-robin over the workers
+still producing, a worker's short last batch is kept unless drop_last, and
+shuffle, sampler and batch_sampler are refused.  Without slot_bytes= the
+main process takes one sample from its own iterator to size the slots.
 """
 import collections
 import gc
+import itertools
 import os
 import queue
 import random
@@ -118,8 +126,36 @@ def _page_up(n):
     return (n + _PAGE - 1) // _PAGE * _PAGE
 
 
+class _Exhausted:
+    """A worker's iterable dataset has no batch for the task it was given."""
+
+    def __init__(self, worker_id):
+        self.worker_id = worker_id
+
+
+class _IterableSamples:
+    """A worker's (or the main process's) iterator over an IterableDataset, one per epoch."""
+
+    def __init__(self, dataset, batch_size, drop_last):
+        self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
+        self.epoch, self.it = None, None
+
+    def take(self, epoch):
+        """The samples of this worker's next batch of epoch, or None when it has no more."""
+        if epoch != self.epoch:
+            self.epoch, self.it = epoch, iter(self.dataset)
+        if self.it is None:
+            return None
+        samples = list(itertools.islice(self.it, self.batch_size))
+        if len(samples) < self.batch_size:
+            self.it = None          # ended: every later task of this epoch gets None
+            if not samples or self.drop_last:
+                return None
+        return samples
+
+
 def _worker_loop(dataset, index_q, result_q, ring_mm, slot_bytes, collate_fn, base_seed,
-                 worker_id, num_workers, init_fn, parent_pid, oversize):
+                 worker_id, num_workers, init_fn, parent_pid, oversize, iterable):
     # The main process handles Ctrl-C and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -148,7 +184,13 @@ def _worker_loop(dataset, index_q, result_q, ring_mm, slot_bytes, collate_fn, ba
             return
         batch_idx, slot, indices = task
         try:
-            samples = [dataset[i] for i in indices]
+            if iterable is None:
+                samples = [dataset[i] for i in indices]
+            else:
+                samples = iterable.take(indices)    # indices: the epoch
+                if samples is None:
+                    result_q.put((batch_idx, slot, _Exhausted(worker_id), None))
+                    continue
             w = SlotWriter(ring, slot * slot_bytes, slot_bytes)
             try:
                 layout = collate_into(samples, w) if collate_fn is None else place(collate_fn(samples), w)
@@ -247,8 +289,9 @@ class _Ring:
 class DataLoader:
     """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
     num_workers=0, collate_fn=None, pin_memory=True, drop_last=False, timeout=0,
-    worker_init_fn=None, generator=None, prefetch_factor=2, persistent_workers=False,
-    *, device=None, slot_bytes=None, slots=None, ctx=None, module="auto", pin="auto",
+    worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+    prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
+    device=None, slot_bytes=None, slots=None, ctx=None, module="auto", pin="auto",
     oversize="copy")
 
     torch.utils.data.DataLoader's arguments and batches (the same for the same
@@ -265,25 +308,44 @@ class DataLoader:
     backend with a device, the automatic one without, on the current CUDA
     device when CUDA is initialised, else on $LOCAL_RANK).  pin: "auto" (module, else
     mlock), "module", "mlock".  pin_memory is accepted for compatibility:
-    the ring is always pinned.  Map-style datasets only.
+    the ring is always pinned; pin_memory_device="cuda:N" registers it on
+    GPU N.  Workers are forked (they inherit the ring's mapping), so
+    multiprocessing_context may only be None or "fork".  Batches always come
+    in order (in_order=False is accepted).  An IterableDataset is iterated by each
+    worker as torch's DataLoader does (see the module doc).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=True, drop_last=False, timeout=0,
-                 worker_init_fn=None, generator=None, prefetch_factor=2,
-                 persistent_workers=False, *, device=None, slot_bytes=None, slots=None,
-                 ctx=None, module="auto", pin="auto", oversize="copy"):
-        if isinstance(dataset, IterableDataset):
-            raise TypeError("pinmem.torch.DataLoader: IterableDataset is not supported; "
-                            "use a map-style dataset")
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True, device=None, slot_bytes=None, slots=None, ctx=None,
+                 module="auto", pin="auto", oversize="copy"):
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            # torch.utils.data.DataLoader's rules and words
+            for name, v in (("shuffle", shuffle), ("sampler", sampler),
+                            ("batch_sampler", batch_sampler)):
+                if v not in (None, False):
+                    raise ValueError("DataLoader with IterableDataset: expected unspecified %s "
+                                     "option, but got %s=%r" % (name, name, v))
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if oversize not in ("copy", "raise"):
             raise ValueError("oversize option should be 'copy' or 'raise'")
-        if prefetch_factor is None or prefetch_factor < 1:
+        if prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor < 1:
             raise ValueError("prefetch_factor option should be a positive int")
+        start = (multiprocessing_context if isinstance(multiprocessing_context, (str, type(None)))
+                 else multiprocessing_context.get_start_method())
+        if start not in (None, "fork"):
+            raise ValueError("pinmem.torch.DataLoader: workers are forked (they inherit the pinned "
+                             "ring's mapping); multiprocessing_context=%r is not supported, pass "
+                             "None or 'fork'" % (start,))
+        ring_device = _device_of(pin_memory_device or None)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
@@ -294,10 +356,13 @@ class DataLoader:
                                  "go into slots)")
             if sampler is not None and shuffle:
                 raise ValueError("sampler option is mutually exclusive with shuffle")
-            if sampler is None:
+            if self._iterable:
+                pass            # the workers' iterators batch (batch_sampler stays None)
+            elif sampler is None:
                 sampler = (RandomSampler(dataset, generator=generator) if shuffle
                            else SequentialSampler(dataset))
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+            if not self._iterable:
+                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -312,6 +377,9 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.pin_memory = True
         self.device = _device_of(device)
+        self.multiprocessing_context = multiprocessing_context
+        self.pin_memory_device, self.in_order = pin_memory_device, in_order
+        self._ring_device = self.device if self.device is not None else ring_device
         self._slot_bytes = slot_bytes
         self._slots = slots or max(2, num_workers * prefetch_factor) + 2
         self._ctx_arg, self._module, self._pin = ctx, module, pin
@@ -321,7 +389,7 @@ class DataLoader:
         self._iter = None
 
     def __len__(self):
-        return len(self.batch_sampler)
+        return _batches(self)
 
     # -- the ring --
     def _guess_slot_bytes(self):
@@ -330,14 +398,19 @@ class DataLoader:
         The probe reads dataset[0] in the main process once, with every random
         number generator's state put back after, so the batches stay those
         torch's DataLoader gives for the same seeds."""
-        n = getattr(self.batch_sampler, "batch_size", None)
-        if not n or len(self.dataset) == 0:
+        n = self.batch_size if self._iterable else getattr(self.batch_sampler, "batch_size", None)
+        if not n or (not self._iterable and len(self.dataset) == 0):
             raise ValueError("pinmem.torch.DataLoader: pass slot_bytes= (the largest batch's bytes) "
                              "with this batch_sampler")
         from torch.utils.data import default_collate
         py_state, np_state = random.getstate(), numpy.random.get_state()
         with torch.random.fork_rng(devices=[]):
-            sample = self.dataset[0]
+            if self._iterable:
+                sample = next(iter(self.dataset), None)
+                if sample is None:
+                    return _PAGE        # an empty dataset: no batch will need a slot
+            else:
+                sample = self.dataset[0]
             one = nbytes_needed(default_collate([sample]) if self.collate_fn is None
                                 else self.collate_fn([sample]))
         random.setstate(py_state)
@@ -362,8 +435,8 @@ class DataLoader:
 
     def _cuda_device(self):
         """The GPU the ring is registered on: this rank's, not GPU 0 in every rank."""
-        if self.device is not None:
-            return self.device.index
+        if self._ring_device is not None:
+            return self._ring_device.index
         if torch.cuda.is_initialized():
             return torch.cuda.current_device()
         return int(os.environ.get("LOCAL_RANK", 0))
@@ -386,19 +459,17 @@ class DataLoader:
         it = self._current_iter()
         if self.persistent_workers and it is not None and it.alive:
             it.reset()
-            return it
-        if it is not None:
-            it.shutdown()
-        it = _Iter(self, ring)
-        # No reference cycle, so dropping the loader or leaving a for loop stops the
-        # workers and unpins at once: a one-pass iterator keeps its loader alive (the
-        # loader only has a weak reference to it); persistent workers belong to the
-        # loader (and their iterator does not reference it).
-        if self.persistent_workers:
-            self._iter = it
         else:
-            it._owner = self
-            self._iter = weakref.ref(it)
+            if it is not None:
+                it.shutdown()
+            it = _Iter(self, ring)
+            # Persistent workers belong to the loader; a one-pass iterator is only
+            # weakly referenced by it, so leaving a for loop stops its workers at once.
+            self._iter = it if self.persistent_workers else weakref.ref(it)
+        # An epoch keeps its loader alive (`for x in DataLoader(...)` drops the
+        # loader at once); the iterator lets go at the epoch's end, so no reference
+        # cycle outlives an epoch and dropping the loader then stops the workers.
+        it._owner = self
         return it
 
     def close(self):
@@ -431,11 +502,19 @@ class _Settings:
     def __init__(self, lo):
         for k in ("dataset", "batch_sampler", "num_workers", "collate_fn", "timeout",
                   "worker_init_fn", "generator", "prefetch_factor", "persistent_workers",
-                  "oversize"):
+                  "oversize", "batch_size", "drop_last", "_iterable"):
             setattr(self, k, getattr(lo, k))
 
     def __len__(self):
-        return len(self.batch_sampler)
+        return _batches(self)
+
+
+def _batches(lo):
+    """len(): the batch sampler's, or for an IterableDataset the dataset's len() in batches."""
+    if not lo._iterable:
+        return len(lo.batch_sampler)
+    n = len(lo.dataset)         # TypeError without __len__, as torch's
+    return n // lo.batch_size if lo.drop_last else -(-n // lo.batch_size)
 
 
 class _Iter:
@@ -449,7 +528,8 @@ class _Iter:
         self.device = loader.device
         self.workers = []
         self.alive = False
-        self._sampler_iter = iter(loader.batch_sampler)
+        self._epoch = 0
+        self._sampler_iter = self._tasks()
         # As torch's _BaseDataLoaderIter: the workers' base seed comes from the
         # generator after the sampler iterator is made, so shuffles match.
         self._base_seed = torch.empty((), dtype=torch.int64).random_(
@@ -461,7 +541,16 @@ class _Iter:
             self._start_workers()
         else:
             self._inline_ring = torch.frombuffer(ring.mm, dtype=torch.uint8)
+            if loader._iterable:
+                self._inline_samples = _IterableSamples(loader.dataset, loader.batch_size,
+                                                        loader.drop_last)
         self._reset_state()
+
+    def _tasks(self):
+        """What each batch task carries: its indices, or with an IterableDataset the epoch."""
+        if self.loader._iterable:
+            return itertools.repeat(self._epoch)
+        return iter(self.loader.batch_sampler)
 
     def _start_workers(self):
         mp = multiprocessing.get_context("fork")
@@ -474,7 +563,9 @@ class _Iter:
             w = mp.Process(target=_worker_loop, daemon=True,
                            args=(lo.dataset, iq, self._result_q, self.ring.mm, self.ring.slot_bytes,
                                  lo.collate_fn, self._base_seed, i, lo.num_workers,
-                                 lo.worker_init_fn, os.getpid(), lo.oversize))
+                                 lo.worker_init_fn, os.getpid(), lo.oversize,
+                                 _IterableSamples(lo.dataset, lo.batch_size, lo.drop_last)
+                                 if lo._iterable else None))
             w.start()
             self._index_qs.append(iq)
             self.workers.append(w)
@@ -488,11 +579,14 @@ class _Iter:
         self._errors = {}           # batch_idx -> _ExceptionWrapper, raised in batch order
         self._exhausted = False
         self._worker_rr = 0
+        self._active = set(range(self.loader.num_workers))    # workers still producing
+        self._skipped = set()       # batch_idx a worker had no batch for
 
     def reset(self):
         """A new epoch with the same (persistent) workers."""
         self._drain()
-        self._sampler_iter = iter(self.loader.batch_sampler)
+        self._epoch += 1
+        self._sampler_iter = self._tasks()
         self._reset_state()
 
     def __len__(self):
@@ -538,13 +632,29 @@ class _Iter:
             if lo.num_workers == 0:
                 self._run_inline(idx, slot, indices)
                 continue
+            # round robin, skipping the workers whose iterable ended, as torch's DataLoader
+            for _ in range(lo.num_workers):
+                worker = self._worker_rr
+                self._worker_rr = (self._worker_rr + 1) % lo.num_workers
+                if worker in self._active:
+                    break
             self._outstanding[idx] = slot
-            self._index_qs[self._worker_rr].put((idx, slot, indices))
-            self._worker_rr = (self._worker_rr + 1) % lo.num_workers
+            self._index_qs[worker].put((idx, slot, indices))
 
     def _run_inline(self, idx, slot, indices):
         lo = self.loader
-        samples = [lo.dataset[i] for i in indices]
+        if lo._iterable:
+            try:
+                samples = self._inline_samples.take(indices)
+            except BaseException:
+                self.ring.free.append(slot)
+                raise
+            if samples is None:
+                self.ring.free.append(slot)
+                self._exhausted = True
+                return
+        else:
+            samples = [lo.dataset[i] for i in indices]
         w = SlotWriter(self._inline_ring, slot * self.ring.slot_bytes, self.ring.slot_bytes)
         try:
             layout = collate_into(samples, w) if lo.collate_fn is None else place(lo.collate_fn(samples), w)
@@ -585,6 +695,7 @@ class _Iter:
         try:
             return self._next()
         except StopIteration:
+            self._owner = None
             if not self.loader.persistent_workers:
                 self.shutdown()
             raise
@@ -599,6 +710,10 @@ class _Iter:
             if self._rcvd_idx in self._errors:
                 self._rcvd_idx += 1
                 self._errors.pop(self._rcvd_idx - 1).reraise()   # in batch order, as DataLoader does
+            if self._rcvd_idx in self._skipped:
+                self._skipped.discard(self._rcvd_idx)
+                self._rcvd_idx += 1
+                continue
             if self._rcvd_idx in self._ready:
                 slot, layout = self._ready.pop(self._rcvd_idx)
                 self._rcvd_idx += 1
@@ -623,6 +738,12 @@ class _Iter:
                 self._errors[idx] = err  # batches before it are delivered first
                 continue
             self._outstanding.pop(idx)
+            if isinstance(layout, _Exhausted):
+                self.ring.free.append(slot)
+                self._skipped.add(idx)
+                self._active.discard(layout.worker_id)
+                self._exhausted = self._exhausted or not self._active
+                continue
             if isinstance(layout, _Unpinned):
                 self.ring.free.append(slot)
                 slot = None

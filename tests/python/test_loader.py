@@ -44,6 +44,28 @@ class Mixed(Dataset):
                 "rand": torch.rand(2), "pair": (i, torch.tensor([i, -i]))}
 
 
+class Samples(torch.utils.data.IterableDataset):
+    """Images() as a stream, sharded by worker: worker w yields i = w, w + N, ...;
+    with extra=k worker 0 then yields k more (workers end at different batches)."""
+
+    def __init__(self, n=37, extra=0, fail_at=None):
+        self.n, self.extra, self.fail_at = n, extra, fail_at
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        idx = list(range(w, self.n, nw)) + (list(range(self.n, self.n + self.extra)) if w == 0 else [])
+        for i in idx:
+            if i == self.fail_at:
+                raise ValueError("sample %d is corrupt" % i)
+            yield Images(self.n + self.extra)[i]
+
+
+class SizedSamples(Samples):
+    def __len__(self):
+        return self.n + self.extra
+
+
 def equal(a, b):
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
@@ -291,6 +313,14 @@ def test_no_pinned_bytes_after_close_or_gc():
         assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_loader_made_in_the_for_statement_delivers_every_batch(persistent):
+    """`for x in DataLoader(...)`: nothing else references the loader; the epoch does."""
+    n = sum(len(y) for x, y in pt.DataLoader(Images(), batch_size=4, num_workers=2,
+                                              persistent_workers=persistent, module=MODULE_MODE))
+    assert n == 37
+
+
 def test_leaving_a_loop_or_dropping_the_loader_frees_without_the_cyclic_gc():
     """No reference cycle between a loader and its iterator: workers stop and the ring
     is unpinned as soon as the last reference goes, without gc.collect()."""
@@ -424,8 +454,10 @@ def test_dataloader_arguments_are_checked():
         pt.DataLoader(Images(), sampler=[1, 2], shuffle=True)
     with pytest.raises(ValueError, match="persistent_workers"):
         pt.DataLoader(Images(), persistent_workers=True)
-    with pytest.raises(TypeError, match="IterableDataset"):
-        pt.DataLoader(torch.utils.data.IterableDataset())
+    with pytest.raises(ValueError, match="IterableDataset: expected unspecified shuffle"):
+        pt.DataLoader(Samples(), batch_size=4, shuffle=True)
+    with pytest.raises(ValueError, match="IterableDataset: expected unspecified sampler"):
+        pt.DataLoader(Samples(), batch_size=4, sampler=[0, 1])
     with pytest.raises(ValueError, match="device must be"):
         pt.DataLoader(Images(), device="meta")
     assert len(pt.DataLoader(Images(), batch_size=4)) == 10
@@ -467,3 +499,67 @@ def test_host_batches_copied_by_the_caller_are_not_overwritten():
     loader.close()
     torch.cuda.synchronize()
     assert all(torch.equal(w[0], g.cpu()) for w, g in zip(want, got))
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+@pytest.mark.parametrize("extra,drop_last", [(0, False), (0, True), (9, False), (9, True)])
+def test_iterable_dataset_gives_torch_dataloaders_batches(workers, extra, drop_last):
+    """Round robin over the workers, skipping those whose stream ended, short
+    batches kept unless drop_last: the same batches, in the same order, as torch's."""
+    want, got = both(Samples(extra=extra), batch_size=4, num_workers=workers, drop_last=drop_last)
+    assert len(want) == len(got) > 0
+    for w, g in zip(want, got):
+        assert equal(w, g)
+    seen = sorted(int(label) for b in got for label in b[1])
+    assert len(seen) == sum(len(b[1]) for b in want)
+
+
+def test_iterable_dataset_len_and_epochs_with_persistent_workers():
+    lo = pt.DataLoader(SizedSamples(extra=9), batch_size=4, num_workers=2, persistent_workers=True,
+                       module=MODULE_MODE)
+    ref = torch.utils.data.DataLoader(SizedSamples(extra=9), batch_size=4, num_workers=2)
+    assert len(lo) == len(ref) == 12
+    want = [clone(b) for b in ref]
+    pids = None
+    for epoch in range(3):
+        got = [clone(b) for b in lo]
+        assert len(got) == len(want) and all(equal(w, g) for w, g in zip(want, got)), epoch
+        now = [w.pid for w in lo._current_iter().workers]
+        assert pids is None or now == pids     # the same processes, a new iterator each epoch
+        pids = now
+    lo.close()
+    with pytest.raises(TypeError):
+        len(pt.DataLoader(Samples(), batch_size=4))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_iterable_dataset_error_is_raised_and_empty_stream_ends(workers):
+    base = pinned_bytes()
+    lo = pt.DataLoader(Samples(fail_at=13), batch_size=4, num_workers=workers, module=MODULE_MODE)
+    with pytest.raises(ValueError, match="sample 13 is corrupt"):
+        list(lo)        # the batches before the error are dropped with the list
+    lo.close()
+    assert pinned_bytes() == base
+    empty = pt.DataLoader(Samples(n=0), batch_size=4, num_workers=workers, module=MODULE_MODE)
+    assert list(empty) == []
+    empty.close()
+
+
+def test_every_torch_dataloader_argument_is_accepted():
+    """A drop-in replacement: torch's parameters, in torch's positional order."""
+    import inspect
+    theirs = inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    ours = inspect.signature(pt.DataLoader.__init__).parameters
+    assert set(theirs) <= set(ours), set(theirs) - set(ours)
+    positional = [n for n, p in theirs.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    assert [n for n, p in ours.items() if p.kind == p.POSITIONAL_OR_KEYWORD][:len(positional)] == positional
+    import multiprocessing
+    for ok in (None, "fork", multiprocessing.get_context("fork")):
+        lo = pt.DataLoader(Images(), batch_size=8, num_workers=1, multiprocessing_context=ok,
+                           prefetch_factor=None, pin_memory_device="", in_order=False,
+                           module=MODULE_MODE)
+        assert sum(len(y) for _, y in lo) == 37
+        lo.close()
+    for bad in ("spawn", multiprocessing.get_context("forkserver")):
+        with pytest.raises(ValueError, match="workers are forked"):
+            pt.DataLoader(Images(), num_workers=1, multiprocessing_context=bad)

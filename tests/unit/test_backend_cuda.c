@@ -183,6 +183,7 @@ static void auto_with_gpu_never_falls_back(void **state)
 	assert_non_null(strstr(err, want));
 	assert_non_null(strstr(err, "cannot load the CUDA runtime: /nonexistent/libcudart.so"));
 	assert_non_null(strstr(err, "set PINMEM_CUDART"));
+	assert_non_null(strstr(err, "nvidia/cu13/lib"));
 	assert_non_null(strstr(err, "nvidia/cuda_runtime/lib"));
 	/* the runtime's default search, named in the sentence */
 	unsetenv("PINMEM_CUDART");
