@@ -233,7 +233,7 @@ struct pctl_user_op {
 	uint32_t uid;
 	bool clear;
 	uint64_t bytes;
-	char name[64];
+	char name[256];
 };
 
 struct pctl_cg_op {
