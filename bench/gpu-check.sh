@@ -23,7 +23,8 @@
 #
 # usage: bench/gpu-check.sh [--build-only | --prebuilt]
 #   --prebuilt: use $O/gpu-check, $O/pinstream and $PY_DIR as they are (built
-#   on another machine for a GPU machine without the build packages)
+#   on another machine by bench/gpu-prebuild.sh, for a GPU machine without
+#   the build packages)
 # env: O=build  SIZE=4G  DATA_DIR=$O (the dataset goes in a temporary
 #      directory there, removed at the end)  CUDA_HOME=/usr/local/cuda
 #      PY_DIR=$O/python  PYTHON=python3  NVCC_ARCH=-arch=native
@@ -71,7 +72,12 @@ build() {
 
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$O"
-[ "${1:-}" = --prebuilt ] || build
+if [ "${1:-}" = --prebuilt ]; then
+	# bench/gpu-prebuild.sh puts liburing beside the programs
+	[ -d "$O/rt" ] && export LD_LIBRARY_PATH="$(cd "$O/rt" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+	build
+fi
 if [ "${1:-}" = --build-only ]; then
 	echo "gpu-check: built $O/gpu-check (not run: --build-only)"
 	exit 0

@@ -42,6 +42,27 @@ bench-python: $(PY_STAMP)
 
 CHECK_STEPS += python-check
 
+# The suite again with the extension and libpinmem built with ASan+UBSan
+# (ASAN_FLAGS, mk/30-unit.mk) in $(O)/asan-py; the interpreter is not
+# instrumented, so the runtimes are preloaded and leak checking is off (the
+# interpreter's own allocations at exit would drown it).
+PY_ASAN_O := $(O)/asan-py
+.PHONY: python-check-asan
+python-check-asan:
+	+$(MAKE) --no-print-directory O=$(PY_ASAN_O) CFLAGS="$(ASAN_FLAGS)" $(PY_ASAN_O)/libpinmem.a \
+		$(if $(PY_CUDA_STUB),$(PY_ASAN_O)/unit/libcudart_stub.so)
+	cd python && CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+		PINMEM_LIBA=$(abspath $(PY_ASAN_O))/libpinmem.a $(PYTHON) setup.py -q build \
+		--build-base $(abspath $(PY_ASAN_O))/python-build --build-lib $(abspath $(PY_ASAN_O))/python \
+		build_ext --force
+	cd tests/python && PYTHONPATH=$(abspath $(PY_ASAN_O))/python PYTHONDONTWRITEBYTECODE=1 \
+		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)" \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		PINMEM_CUDA_STUB=$(if $(PY_CUDA_STUB),$(abspath $(PY_ASAN_O))/unit/libcudart_stub.so) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider .
+
+CHECK_STEPS += python-check-asan
+
 # `make install` / `make uninstall` include the package (mk/70-install.mk).
 PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
 PY_INST_FILES := $(notdir $(wildcard python/pinmem/*.py)) _pinmem$(PY_EXT_SUFFIX)
