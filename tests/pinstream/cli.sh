@@ -80,6 +80,9 @@ fi
 usage -x "$f"
 usage --manifest m.txt "$f"
 usage --compare --epochs 2 "$f"
+usage --compare --rounds 0 "$f"
+usage --compare --rounds 26 "$f"
+usage --rounds 2 "$f"
 usage --make-dataset "$work/d"
 usage --make-dataset "$work/d" --size 1X
 usage --make-dataset "$work/d" --size 8K --files 3
@@ -114,6 +117,9 @@ expect 1 'item 0 \(.*f\.bin offset 99990 length 20\): past the end of the file \
 # a real dataset: written, streamed with its crc32c values checked, compared
 expect 0 'wrote 2 files, 8 MiB, [0-9]+ items' --make-dataset "$work/d" --size 8M --files 2 --seed 3
 expect 0 ' 0 failed batches' --manifest "$work/d/manifest.txt" --backend host --no-progress
+# the setup before the first batch is said: loading the items, pm_stream_create
+expect 0 'setup +items loaded in [0-9.]+ s, pm_stream_create [0-9.]+ s' --manifest "$work/d/manifest.txt" --no-progress
+expect 0 '"load_s":[0-9.]+,"create_s":[0-9.]+,' --manifest "$work/d/manifest.txt" --json
 # the device asked for (by --device over LOCAL_RANK) is the one reported
 LOCAL_RANK=3 expect 0 '"device":2,' --manifest "$work/d/manifest.txt" --backend host --device 2 --json
 LOCAL_RANK=3 expect 0 '"device":3,' --manifest "$work/d/manifest.txt" --backend host --json
@@ -144,6 +150,9 @@ expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/ma
 expect 0 'warm: the strongest baseline is \((a|b|e)\) .*; \(c\) [0-9.]+x' --compare --manifest "$work/d/manifest.txt"
 expect 0 '\(e\) DataLoader N workers \+ pin +cold .* [0-9]+ workers' --compare --cold-only "$work"/d/data-*.bin
 expect 0 '"strongest_cold":"[abe]","strongest_warm":"[abe]","rows":\[.*"mode":"e"' --compare --json "$work"/d/data-*.bin
+# every row runs --rounds times: the median, the range, each round's ratio
+expect 0 '"rounds":2,.*"mode":"c","name":"pinmem buffered io_uring","cache":"cold","ok":true,"gbps":[0-9.]+,"gbps_min":[0-9.]+,"gbps_max":[0-9.]+,"ratio_min":[0-9.]+,"ratio_max"' --compare --rounds 2 --json "$work"/d/data-*.bin
+expect 0 'warm: the strongest baseline is .*\(c\) [0-9.]+x \(rounds [0-9.]+-[0-9.]+x\)' --compare --rounds 1 "$work"/d/data-*.bin
 # small files, one item each: more files than the open-files limit stream (opened as read)
 expect 0 'wrote 300 files, .*, 300 items' --make-dataset "$work/s" --files 300 --item-size 1K-8K
 n=$((n + 1))

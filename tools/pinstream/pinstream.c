@@ -64,6 +64,8 @@ static const char usage_text[] =
 "                        (c) pinmem buffered, (d) pinmem O_DIRECT; cold (page\n"
 "                        cache dropped) and then warm (cached)\n"
 "  --cold-only           --compare without the warm (page cache) rows\n"
+"  --rounds N            --compare runs every row N times, in a rotated order,\n"
+"                        and shows the median and the range [3]\n"
 "  --make-dataset DIR    write DIR/data-NNNN.bin and DIR/manifest.txt (random\n"
 "                        unaligned items with crc32c)\n"
 "  --size SIZE           dataset size, e.g. 2G\n"
@@ -220,7 +222,7 @@ enum {
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY, OPT_TAR,
 	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_ITEM_SIZE, OPT_VERSION,
-	OPT_DEVICE,
+	OPT_DEVICE, OPT_ROUNDS,
 };
 
 static const struct option longopts[] = {
@@ -251,6 +253,7 @@ static const struct option longopts[] = {
 	{ "compare", no_argument, NULL, OPT_COMPARE },
 	{ "tar", no_argument, NULL, OPT_TAR },
 	{ "cold-only", no_argument, NULL, OPT_COLD_ONLY },
+	{ "rounds", required_argument, NULL, OPT_ROUNDS },
 	{ "make-dataset", required_argument, NULL, OPT_MAKE_DATASET },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "files", required_argument, NULL, OPT_FILES },
@@ -450,6 +453,7 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 		case OPT_COMPARE: a->compare = true; break;
 		case OPT_TAR: a->tar = true; break;
 		case OPT_COLD_ONLY: a->no_warm = true; break;
+		case OPT_ROUNDS: ret = u32_arg(c, arg, 1, PS_MAX_ROUNDS, &a->rounds); break;
 		case OPT_MAKE_DATASET: a->make_dataset = arg; break;
 		case OPT_SIZE:
 			ret = size_arg(c, arg, 4096, 1ULL << 50, &a->size);
@@ -541,6 +545,12 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 		ps_err("--prefetch %u exceeds --slots %u", a->so.prefetch, a->so.slots);
 		return -EINVAL;
 	}
+	if (a->rounds && !a->compare) {
+		ps_err("--rounds is an option of --compare");
+		return -EINVAL;
+	}
+	if (a->compare && !a->rounds)
+		a->rounds = 3;
 	if (a->compare && (a->so.epochs > 1 || a->so.world_size > 1)) {
 		ps_err("--compare reads every item once: no --epochs or --world-size");
 		return -EINVAL;

@@ -12,6 +12,7 @@
 
 #define PS_EXIT_FAIL	1
 #define PS_EXIT_USAGE	2
+#define PS_MAX_ROUNDS	25	/* --compare --rounds */
 
 struct ps_args {
 	const char *manifest;
@@ -27,6 +28,7 @@ struct ps_args {
 	bool compare;
 	bool tar;			/* FILE... are tar shards */
 	bool no_warm;			/* --compare: cold modes only */
+	uint32_t rounds;		/* --compare: runs of every row (median shown) */
 	const char *make_dataset;	/* directory */
 	uint64_t size;
 	uint32_t dataset_files;

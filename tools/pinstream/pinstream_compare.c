@@ -18,6 +18,13 @@
  * allocated and registered.  CPU time is getrusage(RUSAGE_SELF): every
  * thread of the process, io_uring's workers included.  Ratios are against
  * the strongest baseline of the same cache state (the fastest of a, b, e).
+ *
+ * A warm row over a 1 GiB dataset lasts ~0.1 s, and on a shared machine one
+ * row can get half the CPU the next one got: every row runs --rounds times
+ * (cold rounds, then warm rounds), each round in a rotated order so no mode
+ * always runs first, and a row shows the median of its rounds.  The summary
+ * also gives the range of each round's ratio against that round's strongest
+ * baseline.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,11 +54,16 @@ static bool baseline(enum mode m)
 	return m == MODE_A || m == MODE_B || m == MODE_E;
 }
 
+#define MAX_ROWS	5	/* modes per cache state */
+#define MAX_ROUNDS	PS_MAX_ROUNDS
+
 struct row {
 	enum mode mode;
 	bool warm;
 	bool ok;
 	double gbps, cpu_per_gb, cached;
+	double gbps_min, gbps_max;	/* over the rounds */
+	double ratio_min, ratio_max;	/* each round's against its strongest baseline */
 	double io_s, setup_cpu_s;	/* stream rows: from the first read; CPU of the setup */
 	uint64_t bytes;
 	char note[256];
@@ -68,6 +80,7 @@ struct cmp {
 	void *dev;
 	char *pageable;
 	char drop_note[160];
+	uint32_t rounds;
 	/* (e) */
 	uint32_t workers;
 	char **wbuf;		/* 2 per worker */
@@ -442,6 +455,61 @@ static struct row *strongest(struct row *rows, int n, bool warm)
 	return best;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * One row from its rounds run[0..rounds) (the same mode and cache state):
+ * the median GB/s and CPU s/GB, and the range of each round's ratio against
+ * its round's strongest baseline base[r] (NULL: none ran).
+ */
+static void summarize(struct row *out, struct row *const *run, struct row *const *base,
+		      int rounds)
+{
+	double g[MAX_ROUNDS], cpu[MAX_ROUNDS];
+	int n = 0;
+
+	*out = *run[0];
+	out->ratio_min = out->ratio_max = 0;
+	for (int r = 0; r < rounds; r++) {
+		const struct row *x = run[r];
+
+		if (!x->ok) {
+			*out = *x;	/* a row that failed once failed: its note says why */
+			return;
+		}
+		g[n] = x->gbps;
+		cpu[n++] = x->cpu_per_gb;
+		if (base[r] && base[r]->gbps > 0) {
+			double q = x->gbps / base[r]->gbps;
+
+			if (!out->ratio_min || q < out->ratio_min)
+				out->ratio_min = q;
+			if (q > out->ratio_max)
+				out->ratio_max = q;
+		}
+	}
+	out->gbps_min = out->gbps_max = g[0];
+	for (int i = 1; i < n; i++) {
+		if (g[i] < out->gbps_min)
+			out->gbps_min = g[i];
+		if (g[i] > out->gbps_max)
+			out->gbps_max = g[i];
+	}
+	out->gbps = median(g, n);
+	out->cpu_per_gb = median(cpu, n);
+}
+
 static void print_table(struct cmp *c, struct row *rows, int n)
 {
 	struct pm_ctx_info ci;
@@ -456,19 +524,22 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 			    " (host side only: the copy to the device is the same for every row)");
 	printf("cold rows: page cache dropped first with %s; 'cached' is the share of the files in the page cache when the row started\n",
 	       c->drop_note[0] ? c->drop_note : "nothing (no cold row ran)");
-	printf("%-30s %-5s %7s %9s %9s %9s %7s  %s\n", "mode", "cache", "GB/s",
-	       "CPU s/GB", "GB/s/best", "CPU/best", "cached", "note");
+	printf("every row ran %u round%s (cold rounds, then warm rounds; a rotated order each round): GB/s and CPU s/GB are medians, 'range' the rounds' GB/s\n",
+	       c->rounds, c->rounds == 1 ? "" : "s");
+	printf("%-30s %-5s %7s %13s %9s %9s %9s %7s  %s\n", "mode", "cache", "GB/s",
+	       "range", "CPU s/GB", "GB/s/best", "CPU/best", "cached", "note");
 	for (int i = 0; i < n; i++) {
 		struct row *r = &rows[i], *base = strongest(rows, n, r->warm);
 
 		if (!r->ok) {
-			printf("%-30s %-5s %7s %9s %9s %9s %6.0f%%  %s\n", mode_names[r->mode],
-			       r->warm ? "warm" : "cold", "n/a", "", "", "", 100 * r->cached,
+			printf("%-30s %-5s %7s %13s %9s %9s %9s %6.0f%%  %s\n", mode_names[r->mode],
+			       r->warm ? "warm" : "cold", "n/a", "", "", "", "", 100 * r->cached,
 			       r->note);
 			continue;
 		}
-		printf("%-30s %-5s %7.2f %9.3f", mode_names[r->mode], r->warm ? "warm" : "cold",
-		       r->gbps, r->cpu_per_gb);
+		snprintf(b1, sizeof(b1), "%.2f-%.2f", r->gbps_min, r->gbps_max);
+		printf("%-30s %-5s %7.2f %13s %9.3f", mode_names[r->mode],
+		       r->warm ? "warm" : "cold", r->gbps, b1, r->cpu_per_gb);
 		if (base && base->gbps > 0 && base->cpu_per_gb > 0)
 			printf(" %8.2fx %8.2fx", r->gbps / base->gbps,
 			       r->cpu_per_gb / base->cpu_per_gb);
@@ -485,8 +556,9 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 		       mode_names[base->mode], base->gbps);
 		for (int i = 0; i < n; i++)
 			if (rows[i].warm == warm && !baseline(rows[i].mode) && rows[i].ok)
-				printf("; %.3s %.2fx", mode_names[rows[i].mode],
-				       rows[i].gbps / base->gbps);
+				printf("; %.3s %.2fx (rounds %.2f-%.2fx)", mode_names[rows[i].mode],
+				       rows[i].gbps / base->gbps, rows[i].ratio_min,
+				       rows[i].ratio_max);
 		printf("\n");
 	}
 }
@@ -497,9 +569,10 @@ static void print_json(struct cmp *c, struct row *rows, int n)
 
 	pm_ctx_info(c->ctx, &ci);
 	printf("{\"bytes\":%llu,\"items\":%zu,\"batch_bytes\":%llu,\"qd\":%u,"
-	       "\"chunk_bytes\":%u,\"backend\":\"%s\",\"cold_method\":",
+	       "\"chunk_bytes\":%u,\"backend\":\"%s\",\"rounds\":%u,\"cold_method\":",
 	       (unsigned long long)pm_manifest_bytes(c->m), pm_manifest_count(c->m),
-	       (unsigned long long)c->slot, c->a->so.qd, c->a->so.chunk_bytes, ci.backend);
+	       (unsigned long long)c->slot, c->a->so.qd, c->a->so.chunk_bytes, ci.backend,
+	       c->rounds);
 	ps_json_str(stdout, c->drop_note);
 	for (int warm = 0; warm < 2; warm++) {
 		struct row *base = strongest(rows, n, warm);
@@ -513,13 +586,41 @@ static void print_json(struct cmp *c, struct row *rows, int n)
 
 		printf("%s{\"mode\":\"%c\",\"name\":", i ? "," : "", "abcde"[r->mode]);
 		ps_json_str(stdout, mode_names[r->mode] + 4);
-		printf(",\"cache\":\"%s\",\"ok\":%s,\"gbps\":%.4f,\"cpu_s_per_gb\":%.5f,"
-		       "\"cached_at_start\":%.3f,\"note\":", r->warm ? "warm" : "cold",
-		       r->ok ? "true" : "false", r->gbps, r->cpu_per_gb, r->cached);
+		printf(",\"cache\":\"%s\",\"ok\":%s,\"gbps\":%.4f,\"gbps_min\":%.4f,"
+		       "\"gbps_max\":%.4f,\"ratio_min\":%.4f,\"ratio_max\":%.4f,"
+		       "\"cpu_s_per_gb\":%.5f,\"cached_at_start\":%.3f,\"note\":",
+		       r->warm ? "warm" : "cold", r->ok ? "true" : "false", r->gbps,
+		       r->gbps_min, r->gbps_max, r->ratio_min, r->ratio_max, r->cpu_per_gb,
+		       r->cached);
 		ps_json_str(stdout, r->note);
 		printf("}");
 	}
 	printf("]}\n");
+}
+
+/*
+ * The modes order[0..n) of one cache state, c->rounds times, round r in
+ * order rotated by r; their summaries appended to rows[*nrows].
+ */
+static void run_rounds(struct cmp *c, const enum mode *order, size_t n, bool warm,
+		       struct row *rows, int *nrows)
+{
+	static struct row run[MAX_ROUNDS][MAX_ROWS];
+	struct row *runs[MAX_ROUNDS], *base[MAX_ROUNDS];
+
+	for (uint32_t r = 0; r < c->rounds; r++)
+		for (size_t i = 0; i < n; i++) {
+			size_t k = (i + r) % n;
+
+			run_row(c, order[k], warm, &run[r][k]);
+		}
+	for (uint32_t r = 0; r < c->rounds; r++)
+		base[r] = strongest(run[r], (int)n, warm);
+	for (size_t k = 0; k < n; k++) {
+		for (uint32_t r = 0; r < c->rounds; r++)
+			runs[r] = &run[r][k];
+		summarize(&rows[(*nrows)++], runs, base, (int)c->rounds);
+	}
 }
 
 static bool fits_in_memory(uint64_t bytes)
@@ -531,10 +632,11 @@ static bool fits_in_memory(uint64_t bytes)
 
 int ps_compare(const struct ps_args *a)
 {
-	struct cmp c = { .a = a };
+	struct cmp c = { .a = a, .rounds = a->rounds ? a->rounds : 1 };
 	struct pm_ctx_info ci;
+	/* (d) last: it has no warm row */
 	static const enum mode order[] = { MODE_A, MODE_B, MODE_E, MODE_C, MODE_D };
-	struct row rows[10];
+	struct row rows[2 * MAX_ROWS];
 	int n = 0, ret = PS_EXIT_FAIL;
 	uint32_t np;
 
@@ -592,14 +694,11 @@ nomem:
 			goto out;
 		}
 	}
-	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-		run_row(&c, order[i], false, &rows[n++]);
+	run_rounds(&c, order, sizeof(order) / sizeof(order[0]), false, rows, &n);
 	if (!a->no_warm) {
 		if (fits_in_memory(pm_manifest_bytes(c.m))) {
 			warm_up(&c);
-			for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-				if (order[i] != MODE_D)
-					run_row(&c, order[i], true, &rows[n++]);
+			run_rounds(&c, order, sizeof(order) / sizeof(order[0]) - 1, true, rows, &n);
 		} else {
 			fprintf(stderr, "pinstream: warm rows left out: the dataset does not fit in free memory\n");
 		}

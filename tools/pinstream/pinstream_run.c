@@ -69,8 +69,13 @@ static void numa_line(const struct pm_stream_stats *st)
 		printf("  %-12s slots not placed, the GPU's node is %d\n", "numa", st->gpu_numa_node);
 }
 
+/* Seconds spent before the first batch: loading the items, pm_stream_create. */
+struct setup_times {
+	double load_s, create_s;
+};
+
 static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *a,
-		    const struct pm_stream_stats *st, int ret)
+		    const struct pm_stream_stats *st, const struct setup_times *su, int ret)
 {
 	struct pm_ctx_info ci;
 	char b1[32], b2[32], dev[32] = "";
@@ -97,6 +102,8 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 	printf("  %-12s %.2f GB/s (%.3f GB in %.2f s; %.2f GB/s from the first read, setup left out; %.3f GB read incl. alignment)\n",
 	       "throughput", st->gbps, st->bytes / 1e9, st->elapsed_s, st->io_gbps,
 	       st->read_bytes / 1e9);
+	printf("  %-12s items loaded in %.2f s, pm_stream_create %.2f s\n", "setup",
+	       su->load_s, su->create_s);
 	printf("  %-12s consumer waited %.2f s (%.0f%%, input-bound), reader waited %.2f s (%.0f%%, consumer-bound)\n",
 	       "stalls", st->consumer_wait_s, 100 * st->consumer_wait_s / el,
 	       st->reader_wait_s, 100 * st->reader_wait_s / el);
@@ -107,7 +114,7 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 }
 
 static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *a,
-		 const struct pm_stream_stats *st, int ret)
+		 const struct pm_stream_stats *st, const struct setup_times *su, int ret)
 {
 	struct pm_ctx_info ci;
 
@@ -129,7 +136,7 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       st->files_buffered, a->device, st->numa_node, st->gpu_numa_node);
 	lat_json("read_latency", &st->read_lat);
 	lat_json("copy_latency", &st->copy_lat);
-	printf(",\"ring_note\":");
+	printf(",\"load_s\":%.6f,\"create_s\":%.6f,\"ring_note\":", su->load_s, su->create_s);
 	ps_json_str(stdout, st->ring_note);
 	printf(",\"error\":");
 	ps_json_str(stdout, ret ? pm_stream_error(s) : "");
@@ -139,7 +146,9 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 
 int ps_run(const struct ps_args *a)
 {
+	double t0 = ps_now();
 	struct pm_manifest *m = ps_load_items(a);
+	struct setup_times su = { .load_s = ps_now() - t0 };
 	struct pm_stream_stats st;
 	struct pm_stream *s;
 	struct pm_batch *b;
@@ -155,7 +164,9 @@ int ps_run(const struct ps_args *a)
 		pm_manifest_destroy(m);
 		return PS_EXIT_FAIL;
 	}
+	t0 = ps_now();
 	ret = pm_stream_create(ctx, m, &a->so, &s);
+	su.create_s = ps_now() - t0;
 	if (ret) {
 		ps_err("%s", pm_ctx_last_error(ctx));
 		pm_close(ctx);
@@ -179,9 +190,9 @@ int ps_run(const struct ps_args *a)
 	if (ret)
 		ps_err("%s", pm_stream_error(s));
 	if (a->json)
-		json(s, ctx, a, &st, ret);
+		json(s, ctx, a, &st, &su, ret);
 	else
-		summary(s, ctx, a, &st, ret);
+		summary(s, ctx, a, &st, &su, ret);
 	pm_stream_destroy(s);
 	pm_close(ctx);
 	pm_manifest_destroy(m);
