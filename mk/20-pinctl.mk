@@ -53,3 +53,13 @@ $(O)/tests/kernel/pinctl_vm: tests/kernel/pinctl_vm.c $(O)/tests/kernel/common.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PM_CFLAGS) -Itests/kernel -Itools/pinctl -static -o $@ $< \
 		$(O)/tests/kernel/common.o $(PINCTL_OBJS) $(PINCTL_LDLIBS) -pthread
+
+# pinctl_vm loads the module again with packaging/modprobe.d/pinmem.conf's
+# install line (insmod for modprobe); the file goes into the VM as
+# /etc/pinmem/modprobe.conf.
+PINCTL_VM_ROOT := $(O)/vm/pinctl-root
+$(PINCTL_VM_ROOT)/etc/pinmem/modprobe.conf: packaging/modprobe.d/pinmem.conf
+	@mkdir -p $(@D)
+	cp $< $@
+vm-check: VM_EXTRA_ROOT += $(PINCTL_VM_ROOT)
+vm-check: $(PINCTL_VM_ROOT)/etc/pinmem/modprobe.conf

@@ -9,8 +9,17 @@
  *  - limits set by root take effect (parameters, GET_LIMITS, a refused pin),
  *    by a user without CAP_SYS_ADMIN are refused with nothing changed, and
  *    bad input changes nothing;
+ *  - cgroup budgets (cgroup v2 mounted here if it is not): limits set
+ *    --cgroup on two levels takes effect (GET, a refused pin), limits and
+ *    status --prometheus show path, pinned, limit, peak and refusals, limits
+ *    clear / PATH=none drop them, limits apply FILE sets them, and bad input,
+ *    a missing cgroup or a user without CAP_SYS_ADMIN changes nothing;
  *  - with the module unloaded, the kernel-counter view matches /proc/vmstat,
- *    /proc/meminfo and a process's VmLck; then the module is loaded again.
+ *    /proc/meminfo and a process's VmLck; then the module is loaded again by
+ *    packaging/modprobe.d/pinmem.conf's install line (insmod for modprobe):
+ *    without /etc/pinmem/limits.conf the cgroup limits are gone, with it
+ *    that line puts them back.
+ *  A kernel without cgroups (the debug kernel) gets "need cgroup v2".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,10 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -364,6 +375,225 @@ static void limits_cases(void)
 	kt_ok(!(lim.user_flags & PINMEM_USER_OVERRIDDEN), "pmuser's override cleared");
 }
 
+#define CGROOT		"/sys/fs/cgroup"
+#define CG2_MAGIC	0x63677270
+#define LIMITS_CONF	"/tmp/pinctl-limits.conf"
+
+/* The cgroup v2 limit of @rel as the module has it (GET), or 0 on error. */
+static uint64_t cg_limit(const char *rel)
+{
+	struct pinmem_cgroup c = { .path = (uintptr_t)rel, .path_len = strlen(rel) };
+	int fd = kt_open(), ret = kt_ioctl(fd, PINMEM_IOC_CGROUP, &c);
+
+	close(fd);
+	return ret ? 0 : c.limit_bytes;
+}
+
+static int cg_enter(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), CGROOT "/%s/cgroup.procs", rel);
+	return kt_write(p, "0");
+}
+
+static void put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		kt_bail("cannot write %s: %s", path, strerror(errno));
+}
+
+/*
+ * A child in cgroup @rel that opens /dev/pinmem there, pins @ok bytes and
+ * tries @over more, which its cgroup budget must refuse; held until stopped.
+ */
+static void cg_holder_start(struct holder *h, const char *rel, size_t ok, size_t over)
+{
+	int ready[2], go[2];
+	char status = 1;
+
+	if (pipe(ready) || pipe(go))
+		kt_bail("pipe: %s", strerror(errno));
+	fflush(stdout);
+	h->pid = fork();
+	if (h->pid < 0)
+		kt_bail("fork: %s", strerror(errno));
+	if (!h->pid) {
+		char c = 0, dummy;
+		char *buf = kt_map(ok + over, 1);
+		struct pinmem_pin p;
+		int fd;
+
+		close(ready[0]);
+		close(go[1]);
+		prctl(PR_SET_NAME, "pctl-cgpin");
+		if (cg_enter(rel))
+			c = 2;
+		fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
+		if (!c && (fd < 0 || kt_pin(fd, buf, ok, NULL)))
+			c = 3;
+		if (!c && (kt_pin(fd, buf + ok, over, &p) != -EDQUOT ||
+			   p.refused != PINMEM_REFUSED_CGROUP))
+			c = 4;
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		while (read(go[0], &dummy, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	h->release = go[1];
+	if (read(ready[0], &status, 1) != 1)
+		status = 5;
+	close(ready[0]);
+	kt_eq(status, 0, "pctl-cgpin in %s pinned %zu bytes, %zu more refused by its cgroup (%d)",
+	      rel, ok, over, status);
+}
+
+/* Whether this kernel has the cgroup2 file system; mount it if so. */
+static int cgroup2_mounted(void)
+{
+	char line[128];
+	struct statfs sfs;
+	int found = 0;
+	FILE *f = fopen("/proc/filesystems", "r");
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "\tcgroup2\n") != NULL;
+	if (f)
+		fclose(f);
+	if (!found)
+		return 0;
+	if ((statfs(CGROOT, &sfs) || sfs.f_type != CG2_MAGIC) &&
+	    mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
+		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
+	return 1;
+}
+
+static void cgroup_bad_input(void)
+{
+	int rc;
+
+	rc = pinctl(ROOT, "limits", "set", "--cgroup", "pctl=8M", "--cgroup", "pctl/nope=1M", NULL);
+	kt_eq(rc, 1, "limits set with a missing cgroup fails");
+	kt_ok(one_line(err) && has(err, "no cgroup '/pctl/nope'") && has(err, "nothing changed") &&
+	      !out[0], "and names it: %s", err);
+	rc = pinctl(ROOT, "limits", "set", "--cgroup", "pctl=8M", "--cgroup", "pctl/job=12Q", NULL);
+	kt_eq(rc, 2, "limits set --cgroup pctl/job=12Q: usage error");
+	kt_ok(one_line(err) && has(err, "invalid size '12Q'"), "says: %s", err);
+	rc = pinctl(ROOT, "limits", "set", "--cgroup", "pctl=8M", "--cgroup", "pctl/../x=1M", NULL);
+	kt_eq(rc, 2, "limits set --cgroup pctl/../x: usage error");
+	rc = pinctl(ROOT, "limits", "set", "--cgroup", "pctl=8M", "--cgroup", "/=1M", NULL);
+	kt_eq(rc, 2, "limits set --cgroup /: usage error (the root has no budget)");
+	rc = pinctl(USER, "limits", "set", "--cgroup", "pctl=8M", NULL);
+	kt_eq(rc, 1, "limits set --cgroup as pmuser fails");
+	kt_ok(one_line(err) && has(err, "CAP_SYS_ADMIN") && has(err, "nothing changed"),
+	      "pmuser is told: %s", err);
+	put_file(LIMITS_CONF, "cgroup pctl 6M\ncgroup pctl/job 2Q\n");
+	rc = pinctl(ROOT, "limits", "apply", LIMITS_CONF, NULL);
+	kt_eq(rc, 2, "limits apply with a bad line: usage error");
+	kt_ok(has(err, "line 2: invalid size '2Q'"), "names the line: %s", err);
+	kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED, "pctl still has no limit");
+	kt_eq(cg_limit("pctl/job"), PINMEM_UNLIMITED, "pctl/job still has no limit");
+}
+
+/* Budgets on two levels, seen by limits, status --prometheus; then dropped. */
+static void cgroup_cases(void)
+{
+	struct holder h;
+	char row[256];
+	int rc;
+
+	if (!cgroup2_mounted()) {
+		rc = pinctl(ROOT, "limits", "set", "--cgroup", "pctl=8M", NULL);
+		kt_eq(rc, 1, "no cgroup2 in this kernel: limits set --cgroup fails");
+		kt_ok(one_line(err) && has(err, "cgroup budgets need cgroup v2"), "says: %s", err);
+		return;
+	}
+	kt_eq(mkdir(CGROOT "/pctl", 0755) || mkdir(CGROOT "/pctl/job", 0755), 0, "mkdir pctl/job");
+	cgroup_bad_input();
+
+	rc = pinctl(ROOT, "limits", "set", "--cgroup", "/sys/fs/cgroup/pctl=8M", "--cgroup",
+		    "pctl/job/=4M", NULL);
+	kt_eq(rc, 0, "limits set --cgroup on two levels: %s", err);
+	kt_ok(has(out, "set cgroup /pctl 8 MiB\nset cgroup /pctl/job 4 MiB\n"), "says so: %s", out);
+	kt_eq(cg_limit("pctl"), 8 * KT_MIB, "the module has pctl at 8 MiB");
+	kt_eq(cg_limit("pctl/job"), 4 * KT_MIB, "and pctl/job at 4 MiB");
+	/* 3 MiB fit pctl/job's 4 MiB; 2 MiB more do not */
+	cg_holder_start(&h, "pctl/job", 3 * KT_MIB, 2 * KT_MIB);
+
+	rc = pinctl(ROOT, "limits", NULL);
+	kt_eq(rc, 0, "limits exits 0");
+	show("pinctl limits (cgroup limits set)");
+	snprintf(row, sizeof(row), "  %-32s %11s %12s %11s %8d", "/pctl/job", "3 MiB", "4 MiB",
+		 "3 MiB", 1);
+	kt_ok(has(out, row), "limits lists /pctl/job: 3 MiB pinned, 4 MiB limit, 1 refused");
+	snprintf(row, sizeof(row), "  %-32s %11s %12s %11s %8d", "/pctl", "3 MiB", "8 MiB",
+		 "3 MiB", 0);
+	kt_ok(has(out, row), "and /pctl: its child's 3 MiB, 8 MiB limit");
+	rc = pinctl(ROOT, "limits", "--json", NULL);
+	kt_eq(rc, 0, "limits --json exits 0");
+	kt_ok(has(out, "\"cgroup\": \"/pctl/job\",") &&
+	      has(out, "\"pinned_bytes\": 3145728,\n      \"limit_bytes\": 4194304,"),
+	      "json: /pctl/job 3 MiB of 4 MiB");
+
+	rc = pinctl(ROOT, "status", "--prometheus", NULL);
+	kt_eq(rc, 0, "status --prometheus exits 0");
+	kt_eq(prom("pinmem_cgroup_pinned_bytes{cgroup=\"/pctl/job\"}"), 3 * KT_MIB,
+	      "prometheus: /pctl/job pinned 3 MiB");
+	kt_eq(prom("pinmem_cgroup_limit_bytes{cgroup=\"/pctl/job\"}"), 4 * KT_MIB,
+	      "prometheus: /pctl/job limit 4 MiB");
+	kt_eq(prom("pinmem_cgroup_peak_bytes{cgroup=\"/pctl/job\"}"), 3 * KT_MIB,
+	      "prometheus: /pctl/job peak 3 MiB");
+	kt_eq(prom("pinmem_cgroup_refused_total{cgroup=\"/pctl/job\"}"), 1,
+	      "prometheus: /pctl/job refused 1");
+	kt_eq(prom("pinmem_cgroup_pinned_bytes{cgroup=\"/pctl\"}"), 3 * KT_MIB,
+	      "prometheus: /pctl counts its child");
+	kt_eq(prom("pinmem_cgroup_limit_bytes{cgroup=\"/pctl\"}"), 8 * KT_MIB,
+	      "prometheus: /pctl limit 8 MiB");
+	kt_eq(prom("pinmem_cgroup_refused_total{cgroup=\"/pctl\"}"), 0,
+	      "prometheus: /pctl refused none itself");
+	rc = pinctl(ROOT, "status", NULL);
+	show("pinctl status (pctl-cgpin in /pctl/job)");
+	holder_stop(&h);
+
+	rc = pinctl(ROOT, "limits", "clear", "--cgroup", "pctl/job", NULL);
+	kt_eq(rc, 0, "limits clear --cgroup pctl/job: %s", err);
+	kt_eq(cg_limit("pctl/job"), PINMEM_UNLIMITED, "pctl/job has no limit");
+	rc = pinctl(ROOT, "limits", "set", "--cgroup", "pctl=none", NULL);
+	kt_eq(rc, 0, "limits set --cgroup pctl=none");
+	kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED, "pctl has no limit");
+	rc = pinctl(ROOT, "status", "--prometheus", NULL);
+	kt_eq(prom("pinmem_cgroup_limit_bytes{cgroup=\"/pctl\"}"), -1,
+	      "prometheus: no limit sample once cleared");
+
+	put_file(LIMITS_CONF, "# kept for after the reload\ncgroup /pctl 6M\ncgroup pctl/job 2M\n"
+		 "cgroup pctl/gone 1M\n");
+	rc = pinctl(ROOT, "limits", "apply", LIMITS_CONF, NULL);
+	kt_eq(rc, 1, "limits apply naming a missing cgroup fails");
+	kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED, "and sets nothing");
+	rc = pinctl(ROOT, "limits", "apply", "--missing-ok", LIMITS_CONF, NULL);
+	kt_eq(rc, 0, "limits apply --missing-ok: %s", err);
+	kt_ok(has(out, "skipped cgroup /pctl/gone: no such cgroup\n"), "skips the missing one");
+	kt_eq(cg_limit("pctl"), 6 * KT_MIB, "apply set pctl to 6 MiB");
+	kt_eq(cg_limit("pctl/job"), 2 * KT_MIB, "and pctl/job to 2 MiB");
+}
+
+/* The limits reload() put back: cleared, and the cgroups removed. */
+static void cgroup_after_reload(void)
+{
+	int rc;
+
+	if (access(CGROOT "/pctl/job", F_OK))
+		return;
+	rc = pinctl(ROOT, "limits", "clear", "--cgroup", "pctl/job", "--cgroup", "pctl", NULL);
+	kt_eq(rc, 0, "limits clear both");
+	kt_eq(rmdir(CGROOT "/pctl/job") || rmdir(CGROOT "/pctl"), 0, "rmdir pctl/job, pctl");
+}
+
 static long long vmstat_pinned(void)
 {
 	long long a = kt_vmstat("nr_foll_pin_acquired"), r = kt_vmstat("nr_foll_pin_released");
@@ -428,14 +658,92 @@ static void no_module_view(void)
 	kt_ok(has(out, "[FAIL] module"), "doctor names the module");
 }
 
+/* packaging/modprobe.d/pinmem.conf, put in the VM by mk/20-pinctl.mk */
+#define MODPROBE_CONF	"/etc/pinmem/modprobe.conf"
+#define ETC_LIMITS	"/etc/pinmem/limits.conf"
+#define MODPROBE_CMD	"/sbin/modprobe --ignore-install pinmem $CMDLINE_OPTS"
+
+/*
+ * The commented-out install line of modprobe.d/pinmem.conf, with insmod of
+ * /pinmem.ko for the modprobe it runs (the VM has no modules.dep); 0 or -1.
+ */
+static int install_line(char *cmd, size_t len)
+{
+	char line[1024], *mod;
+	FILE *f = fopen(MODPROBE_CONF, "r");
+	int ret = -1;
+
+	while (f && ret && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "#install pinmem ", 16))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		mod = strstr(line, MODPROBE_CMD);
+		kt_ok(mod != NULL, "the install line runs '%s'", MODPROBE_CMD);
+		if (mod && (size_t)snprintf(cmd, len, "%.*sinsmod /pinmem.ko%s", (int)(mod - line - 16),
+					    line + 16, mod + strlen(MODPROBE_CMD)) < len)
+			ret = 0;
+	}
+	if (f)
+		fclose(f);
+	return ret;
+}
+
+/* Run @cmd as modprobe would (sh -c); its exit status. */
+static int run_install(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void unload(const char *why)
+{
+	kt_eq(syscall(SYS_delete_module, "pinmem", O_NONBLOCK), 0, "unload pinmem (%s)", why);
+}
+
 static void reload(void)
 {
-	int fd = open("/pinmem.ko", O_RDONLY | O_CLOEXEC);
+	int cgroups = !access(CGROOT "/pctl/job", F_OK);
+	char cmd[1200], buf[4096];
+	int fd;
 
-	kt_ok(fd >= 0, "open /pinmem.ko");
-	kt_eq(fd < 0 ? -1 : syscall(SYS_finit_module, fd, "", 0), 0, "load pinmem again");
-	if (fd >= 0)
-		close(fd);
+	if (install_line(cmd, sizeof(cmd))) {
+		kt_skip("no %s with an install line: plain insmod", MODPROBE_CONF);
+		fd = open("/pinmem.ko", O_RDONLY | O_CLOEXEC);
+		kt_ok(fd >= 0, "open /pinmem.ko");
+		kt_eq(fd < 0 ? -1 : syscall(SYS_finit_module, fd, "", 0), 0, "load pinmem again");
+		if (fd >= 0)
+			close(fd);
+		if (cgroups) {
+			kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED, "reloaded module: pctl's limit is gone");
+			kt_eq(pinctl(ROOT, "limits", "apply", "--missing-ok", LIMITS_CONF, NULL), 0,
+			      "limits apply after the reload");
+		}
+	} else {
+		/* modprobe runs it with sh; pinctl is this program under that name */
+		kt_diag("install line: %s", cmd);
+		mkdir("/usr", 0755);
+		mkdir("/usr/bin", 0755);
+		unlink("/usr/bin/pinctl");
+		kt_eq(symlink("/tests/kernel/pinctl_vm", "/usr/bin/pinctl"), 0, "/usr/bin/pinctl");
+		unlink(ETC_LIMITS);
+		kt_eq(run_install(cmd), 0, "install line without %s: loads pinmem", ETC_LIMITS);
+		kt_ok(!access(PINMEM_DEVICE, F_OK), "pinmem is loaded");
+		if (cgroups) {
+			kt_eq(cg_limit("pctl"), PINMEM_UNLIMITED,
+			      "limits are not kept across reload: pctl has none");
+			unload("to load it with limits.conf");
+			if (slurp(LIMITS_CONF, buf, sizeof(buf)))
+				kt_bail("cannot read %s", LIMITS_CONF);
+			put_file(ETC_LIMITS, buf);
+			kt_eq(run_install(cmd), 0, "install line with %s: loads pinmem, applies it",
+			      ETC_LIMITS);
+		}
+	}
+	if (cgroups) {
+		kt_eq(cg_limit("pctl"), 6 * KT_MIB, "pctl 6 MiB again");
+		kt_eq(cg_limit("pctl/job"), 2 * KT_MIB, "pctl/job 2 MiB again");
+	}
 	/* as tests/vm/init.sh and the udev rule do */
 	kt_eq(chown(PINMEM_DEVICE, 0, KT_PINMEM_GID) || chmod(PINMEM_DEVICE, 0660), 0,
 	      "/dev/pinmem root:pinmem 0660");
@@ -461,7 +769,9 @@ int main(int argc, char **argv)
 	limits_cases();
 	holder_stop(&pinner);
 	kt_limits_restore();
+	cgroup_cases();
 	no_module_view();
 	reload();
+	cgroup_after_reload();
 	return kt_done();
 }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/pinctl/pinctl_limits.c, `pinctl limits set`: everything is checked before
- * the first ioctl, the global/default/rlimit/first-user changes share one
- * SET_LIMITS, each further user gets its own, and a failure part way says
- * exactly what was applied.  ioctl() is replaced by a recorder below (the
- * definition in this program takes precedence over libc's for every call).
+ * tools/pinctl/pinctl_limits*.c, `pinctl limits set`, `clear` and `apply`:
+ * everything is checked before the first change (sizes, users, cgroup paths,
+ * the cgroups on the mount and in the module), the global/default/rlimit/
+ * first-user changes share one SET_LIMITS, each further user and each
+ * cgroup gets its own call, and a failure part way says exactly what was
+ * applied.  ioctl() is replaced by a recorder below (the definition in this
+ * program takes precedence over libc's for every call).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +33,34 @@ static struct {
 	struct pinmem_limits set[MAX_CALLS];
 	int nr, nr_set;
 	int set_errno[MAX_CALLS];	/* errno of the n-th SET_LIMITS, 0 = success */
-	unsigned int abi_major;
+	unsigned int abi_major, abi_minor;
+	/* PINMEM_IOC_CGROUP calls: flags, limit and path as sent */
+	struct pinmem_cgroup cg[MAX_CALLS];
+	char cg_path[MAX_CALLS][256];
+	int nr_cg;
+	int cg_errno[MAX_CALLS];	/* errno of the n-th CGROUP call */
+	const char *cg_unknown;		/* a path the module does not find */
 } rec;
+
+static int cgroup_ioctl(struct pinmem_cgroup *c)
+{
+	int n = rec.nr_cg++;
+
+	if (n >= MAX_CALLS)
+		return 0;
+	rec.cg[n] = *c;
+	snprintf(rec.cg_path[n], sizeof(rec.cg_path[n]), "%.*s", (int)c->path_len,
+		 (const char *)(uintptr_t)c->path);
+	if (rec.cg_unknown && !strcmp(rec.cg_path[n], rec.cg_unknown)) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (rec.cg_errno[n]) {
+		errno = rec.cg_errno[n];
+		return -1;
+	}
+	return 0;
+}
 
 int ioctl(int fd, unsigned long req, ...)
 {
@@ -49,9 +77,11 @@ int ioctl(int fd, unsigned long req, ...)
 		struct pinmem_version *v = arg;
 
 		v->abi_major = rec.abi_major;
-		v->abi_minor = 0;
+		v->abi_minor = rec.abi_minor;
 		return 0;
 	}
+	if (req == PINMEM_IOC_CGROUP)
+		return cgroup_ioctl(arg);
 	if (req == PINMEM_IOC_SET_LIMITS) {
 		int n = rec.nr_set++;
 
@@ -89,10 +119,17 @@ static int setup(void **state)
 
 	memset(&rec, 0, sizeof(rec));
 	rec.abi_major = PINMEM_ABI_MAJOR;
+	rec.abi_minor = PINMEM_ABI_MINOR;
 	if (!mkdtemp(dir))
 		return -1;
-	snprintf(sub, sizeof(sub), "%s/proc", dir);
-	mkdir(sub, 0755);
+	/* cgroup2 on /sys/fs/cgroup, with cgroups a, a/b and c */
+	for (const char *d = "proc\0proc/self\0sys\0sys/fs\0sys/fs/cgroup\0sys/fs/cgroup/a\0"
+			     "sys/fs/cgroup/a/b\0sys/fs/cgroup/c\0"; *d; d += strlen(d) + 1) {
+		snprintf(sub, sizeof(sub), "%s/%s", dir, d);
+		mkdir(sub, 0755);
+	}
+	put("proc/self/mounts", "sysfs /sys sysfs rw 0 0\n"
+				"cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n");
 	put("pinmem", "");	/* opens; the recorder answers its ioctls */
 	put("proc/meminfo", "MemTotal:       1048576 kB\n");
 	put("passwd", "alice:x:1000:1000::/:/bin/sh\nbob:x:1001:1001::/:/bin/sh\n"
@@ -122,22 +159,42 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* pinctl limits set ARGS...; returns the exit status, output flushed. */
-static int run(const char *first, ...)
+/* pinctl limits SUB ARGS...; returns the exit status, output flushed. */
+static int vrun(const char *sub, const char *first, va_list ap)
 {
-	char *argv[32] = { "limits", "set", (char *)first };
+	char *argv[32] = { "limits", (char *)sub, (char *)first };
 	int argc = 3;
-	va_list ap;
 	int ret;
 
-	va_start(ap, first);
 	while (argc < 31 && (argv[argc] = va_arg(ap, char *)))
 		argc++;
-	va_end(ap);
 	argv[argc] = NULL;
 	ret = pctl_cmd_limits(&env, argc, argv);
 	fflush(env.out);
 	fflush(env.err);
+	return ret;
+}
+
+/* pinctl limits set ARGS... */
+static int run(const char *first, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, first);
+	ret = vrun("set", first, ap);
+	va_end(ap);
+	return ret;
+}
+
+static int run_sub(const char *sub, const char *first, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, first);
+	ret = vrun(sub, first, ap);
+	va_end(ap);
 	return ret;
 }
 
@@ -210,6 +267,7 @@ static void not_permitted(void **state)
 static void other_abi(void **state)
 {
 	rec.abi_major = PINMEM_ABI_MAJOR + 1;
+	rec.abi_minor = 0;
 	assert_int_equal(run("--global", "1G", NULL), 1);
 	assert_int_equal(rec.nr_set, 0);
 	assert_non_null(strstr(err, "speaks ABI 2.0"));
@@ -245,6 +303,229 @@ static void dry_run(void **state)
 			    "would set user bob (uid 1001) 2 GiB\n");
 }
 
+static void assert_cg(int n, const char *path, uint32_t flags, uint64_t limit)
+{
+	assert_string_equal(rec.cg_path[n], path);
+	assert_int_equal(rec.cg[n].path_len, strlen(path));
+	assert_int_equal(rec.cg[n].flags, flags);
+	assert_int_equal(rec.cg[n].limit_bytes, limit);
+	assert_int_equal(rec.cg[n].pinned_bytes | rec.cg[n].peak_bytes | rec.cg[n].refused |
+			 rec.cg[n].cgroup_id, 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rec.cg[n].reserved[i], 0);
+}
+
+/* Every cgroup is read (GET) before the first change; one call per cgroup. */
+static void cgroup_set(void **state)
+{
+	assert_int_equal(run("--cgroup", "a=1G", "--cgroup", "/sys/fs/cgroup/a/b/=none",
+			     "--global", "2G", "--cgroup", "//c/.=unlimited", NULL), 0);
+	assert_int_equal(rec.nr_set, 1);
+	assert_int_equal(rec.set[0].flags, PINMEM_LIMIT_SET_GLOBAL);
+	assert_int_equal(rec.nr_cg, 6);
+	assert_cg(0, "a", 0, 0);
+	assert_cg(1, "a/b", 0, 0);
+	assert_cg(2, "c", 0, 0);
+	assert_cg(3, "a", PINMEM_CGROUP_SET, GiB);
+	assert_cg(4, "a/b", PINMEM_CGROUP_CLEAR, 0);
+	assert_cg(5, "c", PINMEM_CGROUP_CLEAR, 0);
+	/* SET_LIMITS after the three GETs, before the cgroup changes */
+	assert_int_equal(rec.req[4], PINMEM_IOC_SET_LIMITS);
+	assert_string_equal(out, "set global 2 GiB\nset cgroup /a 1 GiB\n"
+			    "set cgroup /a/b back to no limit\nset cgroup /c back to no limit\n");
+	assert_string_equal(err, "");
+}
+
+static void cgroup_clear(void **state)
+{
+	assert_int_equal(run_sub("clear", "--cgroup", "a/b", "--user", "bob", NULL), 0);
+	assert_int_equal(rec.nr_set, 1);
+	assert_int_equal(rec.set[0].flags, PINMEM_LIMIT_CLEAR_USER);
+	assert_int_equal(rec.set[0].uid, 1001);
+	assert_int_equal(rec.nr_cg, 2);
+	assert_cg(1, "a/b", PINMEM_CGROUP_CLEAR, 0);
+}
+
+/* A cgroup missing on the mount: not even the device is opened. */
+static void cgroup_missing_dir(void **state)
+{
+	assert_int_equal(run("--global", "1G", "--cgroup", "a=1G", "--cgroup", "a/nope=1G", NULL), 1);
+	assert_int_equal(rec.nr, 0);
+	assert_string_equal(err, "pinctl: limits set: no cgroup '/a/nope' (no directory "
+			    "/sys/fs/cgroup/a/nope); nothing changed\n");
+	assert_string_equal(out, "");
+}
+
+/* The module does not find one (another cgroup namespace): nothing set. */
+static void cgroup_module_enoent(void **state)
+{
+	rec.cg_unknown = "c";
+	assert_int_equal(run("--global", "1G", "--cgroup", "a=1G", "--cgroup", "c=1G", NULL), 1);
+	assert_int_equal(rec.nr_set, 0);
+	assert_int_equal(rec.nr_cg, 2);
+	assert_int_equal(rec.cg[0].flags | rec.cg[1].flags, 0);
+	assert_non_null(strstr(err, "no cgroup '/c'"));
+	assert_non_null(strstr(err, "nothing changed\n"));
+}
+
+/* --missing-ok: missing cgroups skipped, saying so; the rest applied. */
+static void cgroup_missing_ok(void **state)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/limits.conf", dir);
+	put("limits.conf", "cgroup a 1G\ncgroup gone 2G\ncgroup c 3G\n");
+	rec.cg_unknown = "c";
+	assert_int_equal(run_sub("apply", "--missing-ok", path, NULL), 0);
+	assert_int_equal(rec.nr_cg, 3);	/* GET a, GET c (ENOENT), SET a */
+	assert_cg(2, "a", PINMEM_CGROUP_SET, GiB);
+	assert_string_equal(out, "skipped cgroup /gone: no such cgroup\n"
+			    "skipped cgroup /c: the module does not find it\nset cgroup /a 1 GiB\n");
+}
+
+static void cgroup_v1_only(void **state)
+{
+	put("proc/self/mounts", "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n");
+	assert_int_equal(run("--cgroup", "a=1G", NULL), 1);
+	assert_int_equal(rec.nr, 0);
+	assert_string_equal(err, "pinctl: limits set: cgroup budgets need cgroup v2 (mount cgroup2 "
+			    "at /sys/fs/cgroup, or boot with systemd.unified_cgroup_hierarchy=1); "
+			    "nothing changed\n");
+}
+
+/* A module without PINMEM_IOC_CGROUP (ABI 1.1), or one built without cgroups. */
+static void cgroup_old_module(void **state)
+{
+	rec.abi_minor = 1;
+	assert_int_equal(run("--global", "1G", "--cgroup", "a=1G", NULL), 1);
+	assert_int_equal(rec.nr_set + rec.nr_cg, 0);
+	assert_non_null(strstr(err, "ABI 1.1, which has no cgroup budgets"));
+	rewind(env.err);
+	rec.abi_minor = PINMEM_ABI_MINOR;
+	rec.cg_errno[0] = EOPNOTSUPP;
+	assert_int_equal(run("--global", "1G", "--cgroup", "a=1G", NULL), 1);
+	assert_int_equal(rec.nr_set, 0);
+	assert_non_null(strstr(err, "need cgroup v2"));
+}
+
+/* The second cgroup change fails: say what was applied. */
+static void cgroup_partial(void **state)
+{
+	rec.cg_errno[3] = ENOMEM;
+	assert_int_equal(run("--global", "1G", "--cgroup", "a=1G", "--cgroup", "c=2G", NULL), 1);
+	assert_int_equal(rec.nr_cg, 4);
+	assert_string_equal(err, "pinctl: limits set: setting cgroup /c 2 GiB failed: Cannot "
+			    "allocate memory; applied only: global 1 GiB, cgroup /a 1 GiB\n");
+}
+
+static void cgroup_not_permitted(void **state)
+{
+	rec.cg_errno[1] = EPERM;
+	assert_int_equal(run("--cgroup", "a=1G", NULL), 1);
+	assert_non_null(strstr(err, "needs CAP_SYS_ADMIN"));
+	assert_non_null(strstr(err, "nothing changed\n"));
+}
+
+/* Bad input anywhere in the list: no ioctl at all, one line, exit 2. */
+static void cgroup_validate_first(void **state)
+{
+	static const char *const bad[][4] = {
+		{ "--cgroup", "a=1G", "--cgroup", "c=1Q" },
+		{ "--cgroup", "a=1G", "--cgroup", "c" },
+		{ "--cgroup", "a=1G", "--cgroup", "=1G" },
+		{ "--cgroup", "a=1G", "--cgroup", "/=1G" },
+		{ "--cgroup", "a=1G", "--cgroup", "a/../c=1G" },
+		{ "--cgroup", "a=1G", "--cgroup", "/a/=2G" },
+		{ "--cgroup", "a=1G", "--user", "mallory=1G" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rewind(env.err);
+		assert_int_equal(run(bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL), 2);
+		assert_int_equal(rec.nr, 0);
+	}
+	assert_string_equal(out, "");
+}
+
+/* limits apply: the file's words are limits set's; a bad line applies nothing. */
+static void apply_file(void **state)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/limits.conf", dir);
+	put("limits.conf", "# pinmem\n\nglobal 64G   # all\ndefault-user 8G\nenforce-rlimit off\n"
+			   "user alice 16G\nuser bob default\n cgroup /a 1G\ncgroup c none\n");
+	assert_int_equal(run_sub("apply", path, NULL), 0);
+	assert_int_equal(rec.nr_set, 2);
+	assert_int_equal(rec.set[0].flags, PINMEM_LIMIT_SET_GLOBAL | PINMEM_LIMIT_SET_DEFAULT_USER |
+			 PINMEM_LIMIT_SET_RLIMIT | PINMEM_LIMIT_SET_USER);
+	assert_int_equal(rec.set[0].global_limit, 64 * GiB);
+	assert_int_equal(rec.set[0].user_limit, 16 * GiB);
+	assert_int_equal(rec.set[1].flags, PINMEM_LIMIT_CLEAR_USER);
+	assert_int_equal(rec.nr_cg, 4);
+	assert_cg(2, "a", PINMEM_CGROUP_SET, GiB);
+	assert_cg(3, "c", PINMEM_CGROUP_CLEAR, 0);
+
+	memset(&rec, 0, sizeof(rec));
+	rec.abi_major = PINMEM_ABI_MAJOR;
+	rewind(env.err);
+	put("limits.conf", "global 64G\ncgroup a 1G\ncgroup c 1G extra\n");
+	assert_int_equal(run_sub("apply", path, NULL), 2);
+	assert_int_equal(rec.nr, 0);
+	assert_non_null(strstr(err, "limits.conf line 3: 'cgroup' takes PATH SIZE"));
+}
+
+/* Paths as operators write them, and what the module is given. */
+static void normalize(void **state)
+{
+	static const struct {
+		const char *in, *mnt, *out;
+		int ret;
+	} cases[] = {
+		{ "kubepods.slice/pod-x", NULL, "kubepods.slice/pod-x", 0 },
+		{ "/system.slice/x.service/", NULL, "system.slice/x.service", 0 },
+		{ "/sys/fs/cgroup/a//b/./c", NULL, "a/b/c", 0 },
+		{ "/sys/fs/cgroupX/a", NULL, "sys/fs/cgroupX/a", 0 },
+		{ "/sys/fs/cgroup/unified/a", "/sys/fs/cgroup/unified", "a", 0 },
+		{ "/sys/fs/cgroup/unified/a", "/sys/fs/cgroup/unified/", "a", 0 },
+		{ "a=b/c d", NULL, "a=b/c d", 0 },
+		{ "...", NULL, "...", 0 },
+		{ "", NULL, "", -EINVAL },
+		{ "/", NULL, "", -EINVAL },
+		{ "/sys/fs/cgroup", NULL, "", -EINVAL },
+		{ "./.", NULL, "", -EINVAL },
+		{ "a/..", NULL, "", -EINVAL },
+		{ "../a", NULL, "", -EINVAL },
+	};
+	char norm[PCTL_CG_PATH_MAX + 1], big[5000];
+	const char *why;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int ret = pctl_cgroup_normalize(cases[i].in, cases[i].mnt, norm, sizeof(norm), &why);
+
+		assert_int_equal(ret, cases[i].ret);
+		if (!ret)
+			assert_string_equal(norm, cases[i].out);
+		else
+			assert_non_null(why);
+	}
+	/* 4095 bytes is the most, 255 a part */
+	memset(big, 'x', sizeof(big));
+	for (int i = 200; i < 4095; i += 201)
+		big[i] = '/';
+	big[4095] = '\0';
+	assert_int_equal(pctl_cgroup_normalize(big, NULL, norm, sizeof(norm), &why), 0);
+	assert_int_equal(strlen(norm), 4095);
+	big[4095] = 'x';
+	big[4096] = '\0';
+	assert_int_equal(pctl_cgroup_normalize(big, NULL, norm, sizeof(norm), &why), -ENAMETOOLONG);
+	memset(big, 'y', 256);
+	big[256] = '\0';
+	assert_int_equal(pctl_cgroup_normalize(big, NULL, norm, sizeof(norm), &why), -ENAMETOOLONG);
+	big[255] = '\0';
+	assert_int_equal(pctl_cgroup_normalize(big, NULL, norm, sizeof(norm), &why), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +536,18 @@ int main(void)
 		cmocka_unit_test_setup_teardown(other_abi, setup, teardown),
 		cmocka_unit_test_setup_teardown(validate_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(dry_run, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_set, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_clear, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_missing_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_module_enoent, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_missing_ok, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_v1_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_old_module, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_partial, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_not_permitted, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_validate_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply_file, setup, teardown),
+		cmocka_unit_test(normalize),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

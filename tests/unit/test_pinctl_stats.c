@@ -161,6 +161,52 @@ static void cgroup_lines(void **state)
 	assert_int_equal(parse(HEAD "cgroup id x\n"), -EPROTO);
 }
 
+/*
+ * Prometheus: a cgroup label escaped per the text format, a limit sample only
+ * for a cgroup with a limit, and no cgroup families from a module before 1.2.
+ */
+static void cgroup_prom(void **state)
+{
+	static struct pctl_cgroup cgs[2];
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	memset(cgs, 0, sizeof(cgs));
+	snprintf(cgs[0].path, sizeof(cgs[0].path), "/pods/we\"ird\\dir\nx");
+	cgs[0].pinned_bytes = 4096;
+	cgs[0].limit_bytes = PCTL_UNLIMITED;
+	cgs[0].refused = 7;
+	snprintf(cgs[1].path, sizeof(cgs[1].path), "/pods");
+	cgs[1].limit_bytes = 8192;
+	snap.module = true;
+	snap.source = PCTL_SRC_PROC;
+	snap.abi_major = 1;
+	snap.abi_minor = 2;
+	snap.cgroups = cgs;
+	snap.nr_cgroups = 2;
+	f = open_memstream(&out, &len);
+	pctl_render_prom(f, &snap);
+	fclose(f);
+	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_pinned_bytes gauge\n"
+				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\"} 4096\n"
+				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods\"} 0\n"));
+	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_limit_bytes gauge\n"
+				    "pinmem_cgroup_limit_bytes{cgroup=\"/pods\"} 8192\n# HELP"));
+	assert_non_null(strstr(out, "pinmem_cgroup_refused_total{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\"} 7\n"));
+	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_peak_bytes gauge\n"));
+	free(out);
+	out = NULL;
+	snap.abi_minor = 1;
+	f = open_memstream(&out, &len);
+	pctl_render_prom(f, &snap);
+	fclose(f);
+	assert_null(strstr(out, "pinmem_cgroup"));
+	free(out);
+	snap.cgroups = NULL;
+	snap.nr_cgroups = 0;
+}
+
 /* Defaults when a line is missing: no limit, RLIMIT enforcement unknown. */
 static void defaults(void **state)
 {
@@ -300,6 +346,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(hidden_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(cgroup_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_prom, setup, teardown),
 		cmocka_unit_test_setup_teardown(tolerant, setup, teardown),
 		cmocka_unit_test_setup_teardown(other_major_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(malformed, setup, teardown),

@@ -144,9 +144,30 @@ struct pctl_snapshot {
 /* pinctl_cgroup.c: one "cgroup" line; paths by inode; table; JSON. */
 int pctl_cgroup_parse(char **tok, int n, struct pctl_snapshot *snap, const char **bad);
 void pctl_cgroup_paths(const struct pctl_env *env, struct pctl_snapshot *snap);
+/* The table; @limited_only: only cgroups with a limit (`pinctl limits`). */
+void pctl_cgroup_table(FILE *f, const struct pctl_snapshot *snap, bool limited_only,
+		       const char *indent);
 void pctl_cgroup_render(FILE *f, const struct pctl_snapshot *snap);
 struct pctl_json;
-void pctl_cgroup_json(struct pctl_json *j, const struct pctl_snapshot *snap);
+void pctl_cgroup_json(struct pctl_json *j, const struct pctl_snapshot *snap, bool limited_only);
+
+/* The longest cgroup path PINMEM_IOC_CGROUP takes (PATH_MAX - 1). */
+#define PCTL_CG_PATH_MAX	4095
+/*
+ * Where cgroup2 is mounted (PROC_ROOT/self/mounts), as seen by this process
+ * (@mnt) and under SYS_ROOT (@dir, for reading it); -ENOENT if nowhere.
+ */
+int pctl_cgroup_mount(const struct pctl_env *env, char *mnt, size_t mnt_len,
+		      char *dir, size_t dir_len);
+/*
+ * A cgroup path as an operator writes it ("kubepods.slice/pod-x",
+ * "/system.slice/x.service", "/sys/fs/cgroup/job"; @mnt is the cgroup2
+ * mount to strip, NULL for /sys/fs/cgroup) to the form the module takes: no
+ * mount, no leading, trailing or doubled '/', no "." parts.  -EINVAL with
+ * @why for the root, "..", an empty path; -ENAMETOOLONG.
+ */
+int pctl_cgroup_normalize(const char *in, const char *mnt, char *out, size_t len,
+			  const char **why);
 
 /* Parse the module's stats text into @snap (users/procs allocated). */
 int pctl_stats_parse(const char *text, struct pctl_snapshot *snap, char *why, size_t why_len);
@@ -201,6 +222,65 @@ void pctl_render_json(struct pctl_json *j, const struct pctl_snapshot *snap);
 void pctl_render_prom(FILE *f, const struct pctl_snapshot *snap);
 /* Prometheus label value escaping (backslash, quote, newline). */
 void pctl_prom_label(FILE *f, const char *s);
+
+/*
+ * pinctl_limits_plan.c: the changes `limits set`, `limits clear` and
+ * `limits apply` make, all checked before the first one is made.
+ */
+#define PCTL_MAX_OPS 256	/* user and cgroup changes per command, each */
+
+struct pctl_user_op {
+	uint32_t uid;
+	bool clear;
+	uint64_t bytes;
+	char name[256];
+};
+
+struct pctl_cg_op {
+	char *path;		/* normalised: "a/b", shown as "/a/b" */
+	bool clear;
+	bool skip;		/* missing and --missing-ok */
+	uint64_t bytes;
+};
+
+struct pctl_plan {
+	char cmd[32];		/* "limits set": the start of every message */
+	char where[300];	/* "FILE line N" while reading a file, else "" */
+	uint32_t flags;		/* PINMEM_LIMIT_SET_* of the first SET_LIMITS */
+	uint64_t global, def_user;
+	uint32_t enforce;
+	struct pctl_user_op users[PCTL_MAX_OPS];
+	unsigned int nr_users;
+	struct pctl_cg_op cgroups[PCTL_MAX_OPS];
+	unsigned int nr_cgroups;
+	bool dry_run, missing_ok;
+	uint64_t mem_total;
+	int mem_err;
+	int mount_err;		/* pctl_cgroup_mount()'s */
+	char mnt[4096], mnt_dir[4096];
+};
+
+/* A zeroed plan for @cmd; NULL without memory.  Free with pctl_plan_free(). */
+struct pctl_plan *pctl_plan_new(const struct pctl_env *env, const char *cmd);
+void pctl_plan_free(struct pctl_plan *plan);
+/*
+ * Add one change; 0, or PCTL_EXIT_USAGE after one line on stderr.  @opt
+ * names the setting in messages ("--global", "global"); @size NULL clears.
+ */
+int pctl_plan_limit(const struct pctl_env *env, struct pctl_plan *plan, uint32_t bit,
+		    const char *opt, const char *size);
+int pctl_plan_enforce(const struct pctl_env *env, struct pctl_plan *plan, const char *opt,
+		      const char *val);
+int pctl_plan_user(const struct pctl_env *env, struct pctl_plan *plan, const char *opt,
+		   const char *name, const char *size, const char *arg);
+int pctl_plan_cgroup(const struct pctl_env *env, struct pctl_plan *plan, const char *opt,
+		     const char *path, const char *size);
+bool pctl_plan_empty(const struct pctl_plan *plan);
+/* Check what needs the system (cgroups exist, the module), then apply or
+ * with dry_run print it; returns the exit status. */
+int pctl_plan_run(const struct pctl_env *env, struct pctl_plan *plan);
+/* `limits apply FILE`: read FILE's settings into @plan (pinctl_limits_file.c). */
+int pctl_plan_read_file(const struct pctl_env *env, struct pctl_plan *plan, const char *file);
 
 /* The whole command line: argv[1] is the command; returns the exit status. */
 int pctl_main(int argc, char **argv);

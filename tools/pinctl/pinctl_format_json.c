@@ -130,7 +130,7 @@ void pctl_render_json(struct pctl_json *j, const struct pctl_snapshot *snap)
 		pctl_json_arr_end(j);
 	}
 	if (snap->module && snap->source == PCTL_SRC_PROC) {
-		pctl_cgroup_json(j, snap);
+		pctl_cgroup_json(j, snap, false);
 		pctl_json_key(j, "hidden_processes");
 		if (snap->hidden_procs < 0)
 			pctl_json_null(j);

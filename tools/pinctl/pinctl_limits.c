@@ -1,24 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
- * `pinctl limits` shows the budgets; `pinctl limits set` changes them with
- * PINMEM_IOC_SET_LIMITS.  Every argument is checked (sizes parsed, users
- * resolved) before the first ioctl; the global, default and first user
- * change go in one all-or-nothing call, each further user in its own, and a
- * failure part way says exactly what was applied.
+ * `pinctl limits` shows the budgets: the module's parameters, the per-user
+ * overrides and the cgroup limits (both from the stats file), and the
+ * caller's RLIMIT_MEMLOCK.  `limits set`, `limits clear` and `limits apply
+ * FILE` read their options here and change the budgets through
+ * pinctl_limits_plan.c.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <linux/types.h>
 #include "uapi/pinmem.h"
 #include "pinctl.h"
-
-#define MAX_USER_OPS 256
 
 int pctl_memlock_limit(const struct pctl_env *env, uint64_t *soft, uint64_t *hard)
 {
@@ -156,6 +153,31 @@ static int limits_read(const struct pctl_env *env, struct limits_view *v, char *
 	return 0;
 }
 
+/* Cgroup lines come with ABI 1.2; the stats file has them for every limit. */
+static bool cgroups_known(const struct limits_view *v)
+{
+	return v->have_users && (v->snap.abi_major > 1 || v->snap.abi_minor >= 2);
+}
+
+static void show_cgroups(FILE *f, const struct limits_view *v)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; cgroups_known(v) && i < v->snap.nr_cgroups; i++)
+		n += v->snap.cgroups[i].limit_bytes != PCTL_UNLIMITED;
+	if (!v->have_users)
+		fprintf(f, "cgroup limits       unknown (cannot read the stats file)\n");
+	else if (!cgroups_known(v))
+		fprintf(f, "cgroup limits       none: module ABI %u.%u has no cgroup budgets (1.2 has)\n",
+			v->snap.abi_major, v->snap.abi_minor);
+	else if (!n)
+		fprintf(f, "cgroup limits       none\n");
+	else {
+		fprintf(f, "cgroup limits       (kept until the module is unloaded)\n");
+		pctl_cgroup_table(f, &v->snap, true, "  ");
+	}
+}
+
 static void show_json(FILE *f, const struct limits_view *v)
 {
 	struct pctl_json j;
@@ -194,6 +216,12 @@ static void show_json(FILE *f, const struct limits_view *v)
 				pctl_json_obj_end(&j);
 			}
 			pctl_json_arr_end(&j);
+		}
+		if (cgroups_known(v)) {
+			pctl_cgroup_json(&j, &v->snap, true);
+		} else {
+			pctl_json_key(&j, "cgroups");
+			pctl_json_null(&j);
 		}
 	}
 	pctl_json_key(&j, "memlock");
@@ -237,6 +265,7 @@ static void show_text(FILE *f, const struct limits_view *v)
 		}
 		if (v->have_users && !any)
 			fprintf(f, " none\n");
+		show_cgroups(f, v);
 	}
 	if (v->have_memlock)
 		fprintf(f, "your RLIMIT_MEMLOCK %s soft, %s hard\n",
@@ -266,288 +295,207 @@ static int limits_show(const struct pctl_env *env, int argc, char **argv)
 	return PCTL_EXIT_OK;
 }
 
-/* One user change: set an override or clear it. */
-struct user_op {
-	const char *name;
-	uint32_t uid;
-	bool clear;
-	uint64_t bytes;
-};
-
-struct limits_plan {
-	uint32_t flags;		/* PINMEM_LIMIT_SET_GLOBAL etc. for the first call */
-	uint64_t global, def_user;
-	uint32_t enforce;
-	struct user_op users[MAX_USER_OPS];
-	unsigned int nr_users;
-	bool dry_run;
-};
-
-static int size_arg(const struct pctl_env *env, const char *opt, const char *arg,
-		    uint64_t mem_total, int mem_err, uint64_t *bytes)
+/* "PATH=SIZE" / "NAME=SIZE": split at the last '=' (cgroup names may hold one). */
+static char *split_eq(char *arg)
 {
-	int ret = pctl_parse_size(arg, mem_total, bytes);
+	char *eq = strrchr(arg, '=');
 
-	if (!ret)
-		return 0;
-	if (ret == -ERANGE)
-		pctl_err(env, "limits set: size '%s' for %s is out of range%s", arg, opt,
-			 strchr(arg, '%') ? " (at most 100%)" : "");
-	else if (strchr(arg, '%') && !mem_total)
-		pctl_err(env, "limits set: cannot use '%s' for %s: MemTotal unknown (%s)",
-			 arg, opt, strerror(-mem_err));
-	else
-		pctl_err(env, "limits set: invalid size '%s' for %s (use e.g. 512M, 64G, 10%%, unlimited)",
-			 arg, opt);
-	return PCTL_EXIT_USAGE;
+	if (eq)
+		*eq++ = '\0';
+	return eq;
 }
 
-static int add_user_op(const struct pctl_env *env, struct limits_plan *plan,
-		       const char *arg, bool clear, uint64_t mem_total, int mem_err)
+static int add_user_arg(const struct pctl_env *env, struct pctl_plan *plan, const char *opt,
+			const char *arg, bool clear)
 {
-	const char *opt = clear ? "--clear-user" : "--user";
-	struct user_op *op;
-	char name[256];
-	const char *eq = clear ? NULL : strchr(arg, '=');
-	size_t n = clear ? strlen(arg) : eq ? (size_t)(eq - arg) : 0;
+	char buf[256], *size = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	if (!clear) {
+		char *eq = strchr(buf, '=');
+
+		if (!eq) {
+			pctl_err(env, "%s: %s takes NAME=SIZE, not '%s'", plan->cmd, opt, arg);
+			return PCTL_EXIT_USAGE;
+		}
+		*eq = '\0';
+		size = eq + 1;
+	}
+	if (strlen(arg) >= sizeof(buf))
+		buf[0] = '\0';	/* names no user */
+	return pctl_plan_user(env, plan, opt, buf, size, arg);
+}
+
+static int add_cgroup_arg(const struct pctl_env *env, struct pctl_plan *plan, const char *arg,
+			  bool clear)
+{
+	char *copy, *size = NULL;
 	int ret;
 
-	if (!clear && !eq) {
-		pctl_err(env, "limits set: %s takes NAME=SIZE, not '%s'", opt, arg);
-		return PCTL_EXIT_USAGE;
+	copy = strdup(arg);
+	if (!copy) {
+		pctl_err(env, "%s: %s", plan->cmd, strerror(ENOMEM));
+		return PCTL_EXIT_FAIL;
 	}
-	if (!n || n >= sizeof(name)) {
-		pctl_err(env, "limits set: %s '%s' names no user", opt, arg);
-		return PCTL_EXIT_USAGE;
-	}
-	if (plan->nr_users == MAX_USER_OPS) {
-		pctl_err(env, "limits set: more than %d user changes at once", MAX_USER_OPS);
-		return PCTL_EXIT_USAGE;
-	}
-	op = &plan->users[plan->nr_users];
-	memcpy(name, arg, n);
-	name[n] = '\0';
-	op->name = arg;
-	op->clear = clear;
-	ret = pctl_user_uid(env, name, &op->uid);
-	if (ret) {
-		pctl_err(env, "limits set: unknown user '%s' in %s %s", name, opt, arg);
-		return PCTL_EXIT_USAGE;
-	}
-	for (unsigned int i = 0; i < plan->nr_users; i++) {
-		if (plan->users[i].uid == op->uid) {
-			pctl_err(env, "limits set: user '%s' (uid %u) is given twice", name, op->uid);
+	if (!clear) {
+		size = split_eq(copy);
+		if (!size) {
+			pctl_err(env, "%s: --cgroup takes PATH=SIZE (or PATH=none), not '%.200s'",
+				 plan->cmd, arg);
+			free(copy);
 			return PCTL_EXIT_USAGE;
 		}
 	}
-	if (!clear && size_arg(env, opt, eq + 1, mem_total, mem_err, &op->bytes))
-		return PCTL_EXIT_USAGE;
-	plan->nr_users++;
-	return 0;
+	ret = pctl_plan_cgroup(env, plan, "--cgroup", copy, size);
+	free(copy);
+	return ret;
 }
 
-static int parse_plan(const struct pctl_env *env, int argc, char **argv, struct limits_plan *plan)
+enum { OPT_GLOBAL = 'g', OPT_DEFAULT = 'D', OPT_USER = 'u', OPT_CLEAR_USER = 'c',
+       OPT_RLIMIT = 'r', OPT_CGROUP = 'C', OPT_DRY = 'n', OPT_MISSING = 'm', OPT_HELP = 'h' };
+
+/*
+ * The options of `limits set` (clear == false) or `limits clear`; 0, -1
+ * after --help, or an exit status.
+ */
+static int parse_opts(const struct pctl_env *env, int argc, char **argv,
+		      struct pctl_plan *plan, bool clear)
 {
-	static const struct option opts[] = {
-		{ "global", required_argument, NULL, 'g' },
-		{ "default-user", required_argument, NULL, 'D' },
-		{ "user", required_argument, NULL, 'u' },
-		{ "clear-user", required_argument, NULL, 'c' },
-		{ "enforce-rlimit", required_argument, NULL, 'r' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
+	static const struct option set_opts[] = {
+		{ "global", required_argument, NULL, OPT_GLOBAL },
+		{ "default-user", required_argument, NULL, OPT_DEFAULT },
+		{ "user", required_argument, NULL, OPT_USER },
+		{ "clear-user", required_argument, NULL, OPT_CLEAR_USER },
+		{ "enforce-rlimit", required_argument, NULL, OPT_RLIMIT },
+		{ "cgroup", required_argument, NULL, OPT_CGROUP },
+		{ "dry-run", no_argument, NULL, OPT_DRY },
+		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t mem_total = 0;
-	int c, mem_err = pctl_mem_total(env, &mem_total);
+	static const struct option clear_opts[] = {
+		{ "user", required_argument, NULL, OPT_CLEAR_USER },
+		{ "cgroup", required_argument, NULL, OPT_CGROUP },
+		{ "dry-run", no_argument, NULL, OPT_DRY },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, ret = 0;
 
-	if (mem_err)
-		mem_total = 0;
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while (!ret && (c = getopt_long(argc, argv, ":h", clear ? clear_opts : set_opts,
+					NULL)) != -1) {
 		switch (c) {
-		case 'g':
-		case 'D': {
-			uint32_t bit = c == 'g' ? PINMEM_LIMIT_SET_GLOBAL : PINMEM_LIMIT_SET_DEFAULT_USER;
-			const char *opt = c == 'g' ? "--global" : "--default-user";
-
-			if (plan->flags & bit) {
-				pctl_err(env, "limits set: %s is given twice", opt);
-				return PCTL_EXIT_USAGE;
-			}
-			if (size_arg(env, opt, optarg, mem_total, mem_err,
-				     c == 'g' ? &plan->global : &plan->def_user))
-				return PCTL_EXIT_USAGE;
-			plan->flags |= bit;
+		case OPT_GLOBAL:
+			ret = pctl_plan_limit(env, plan, PINMEM_LIMIT_SET_GLOBAL, "--global", optarg);
 			break;
-		}
-		case 'u':
-		case 'c':
-			if (add_user_op(env, plan, optarg, c == 'c', mem_total, mem_err))
-				return PCTL_EXIT_USAGE;
+		case OPT_DEFAULT:
+			ret = pctl_plan_limit(env, plan, PINMEM_LIMIT_SET_DEFAULT_USER,
+					      "--default-user", optarg);
 			break;
-		case 'r':
-			if (!strcasecmp(optarg, "on") || !strcmp(optarg, "1") ||
-			    !strcasecmp(optarg, "yes")) {
-				plan->enforce = 1;
-			} else if (!strcasecmp(optarg, "off") || !strcmp(optarg, "0") ||
-				   !strcasecmp(optarg, "no")) {
-				plan->enforce = 0;
-			} else {
-				pctl_err(env, "limits set: --enforce-rlimit takes on or off, not '%s'",
-					 optarg);
-				return PCTL_EXIT_USAGE;
-			}
-			plan->flags |= PINMEM_LIMIT_SET_RLIMIT;
+		case OPT_USER:
+		case OPT_CLEAR_USER:
+			ret = add_user_arg(env, plan, clear ? "--user" : c == OPT_USER ?
+					   "--user" : "--clear-user", optarg, c == OPT_CLEAR_USER);
 			break;
-		case 'n':
+		case OPT_RLIMIT:
+			ret = pctl_plan_enforce(env, plan, "--enforce-rlimit", optarg);
+			break;
+		case OPT_CGROUP:
+			ret = add_cgroup_arg(env, plan, optarg, clear);
+			break;
+		case OPT_DRY:
 			plan->dry_run = true;
 			break;
-		case 'h':
+		case OPT_HELP:
 			pctl_help_limits(env->out);
 			return -1;
 		default:
-			return pctl_opt_error(env, "limits set", c, argv);
+			return pctl_opt_error(env, plan->cmd, c, argv);
 		}
 	}
-	if (pctl_extra_args(env, "limits set", argc, argv))
+	if (ret)
+		return ret;
+	if (pctl_extra_args(env, plan->cmd, argc, argv))
 		return PCTL_EXIT_USAGE;
-	if (!plan->flags && !plan->nr_users) {
-		pctl_err(env, "limits set: nothing to set (see pinctl limits --help)");
+	if (pctl_plan_empty(plan)) {
+		pctl_err(env, "%s: nothing to %s (see pinctl limits --help)", plan->cmd,
+			 clear ? "clear" : "set");
 		return PCTL_EXIT_USAGE;
 	}
 	return 0;
 }
 
-/* Describe call @k of the plan ("global 64 GiB, user alice 16 GiB") into @buf. */
-static void describe(const struct limits_plan *plan, unsigned int k, char *buf, size_t len)
+/* `limits apply FILE [--dry-run] [--missing-ok]` */
+static int parse_apply(const struct pctl_env *env, int argc, char **argv,
+		       struct pctl_plan *plan, const char **file)
 {
-	char a[PCTL_SIZE_LEN];
-	size_t n = 0;
+	static const struct option opts[] = {
+		{ "dry-run", no_argument, NULL, OPT_DRY },
+		{ "missing-ok", no_argument, NULL, OPT_MISSING },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
 
-#define ADD(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
-	buf[0] = '\0';
-	if (!k) {
-		if (plan->flags & PINMEM_LIMIT_SET_GLOBAL)
-			ADD("%sglobal %s", n ? ", " : "", pctl_format_size(plan->global, a, sizeof(a)));
-		if (plan->flags & PINMEM_LIMIT_SET_DEFAULT_USER)
-			ADD("%sdefault-user %s", n ? ", " : "",
-			    pctl_format_size(plan->def_user, a, sizeof(a)));
-		if (plan->flags & PINMEM_LIMIT_SET_RLIMIT)
-			ADD("%senforce-rlimit %s", n ? ", " : "", plan->enforce ? "on" : "off");
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == OPT_DRY) {
+			plan->dry_run = true;
+		} else if (c == OPT_MISSING) {
+			plan->missing_ok = true;
+		} else if (c == OPT_HELP) {
+			pctl_help_limits(env->out);
+			return -1;
+		} else {
+			return pctl_opt_error(env, plan->cmd, c, argv);
+		}
 	}
-	if (k < plan->nr_users) {
-		const struct user_op *op = &plan->users[k];
-		int nl = op->clear ? (int)strlen(op->name) : (int)(strchr(op->name, '=') - op->name);
-
-		if (op->clear)
-			ADD("%suser %.*s (uid %u) back to the default", n ? ", " : "", nl, op->name,
-			    op->uid);
-		else
-			ADD("%suser %.*s (uid %u) %s", n ? ", " : "", nl, op->name, op->uid,
-			    pctl_format_size(op->bytes, a, sizeof(a)));
+	if (optind >= argc) {
+		pctl_err(env, "%s: which file? (pinctl limits apply FILE, e.g. /etc/pinmem/limits.conf)",
+			 plan->cmd);
+		return PCTL_EXIT_USAGE;
 	}
-#undef ADD
+	*file = argv[optind++];
+	return pctl_extra_args(env, plan->cmd, argc, argv);
 }
 
-static unsigned int nr_calls(const struct limits_plan *plan)
+/* `limits set`, `limits clear`, `limits apply`: argv[0] is the subcommand. */
+static int limits_change(const struct pctl_env *env, int argc, char **argv)
 {
-	unsigned int n = plan->nr_users ? plan->nr_users : 1;
-
-	return n;
-}
-
-static int apply_plan(const struct pctl_env *env, const struct limits_plan *plan)
-{
-	char done[1024] = "", what[512];
-	unsigned int maj = 0, min = 0, k;
-	int fd = pctl_dev_open(env, &maj, &min);
-
-	if (fd == -ENOENT) {
-		pctl_err(env, "limits set: pinmem module not loaded (no %s/pinmem); nothing changed",
-			 env->dev_root);
-		return PCTL_EXIT_FAIL;
-	}
-	if (fd == -EPROTO) {
-		pctl_err(env, "limits set: the loaded pinmem module speaks ABI %u.%u, this pinctl ABI %d.x; nothing changed",
-			 maj, min, PINMEM_ABI_MAJOR);
-		return PCTL_EXIT_FAIL;
-	}
-	if (fd < 0) {
-		pctl_err(env, "limits set: cannot open %s/pinmem: %s; nothing changed",
-			 env->dev_root, strerror(-fd));
-		return PCTL_EXIT_FAIL;
-	}
-	for (k = 0; k < nr_calls(plan); k++) {
-		struct pinmem_limits lim;
-
-		memset(&lim, 0, sizeof(lim));
-		if (!k) {
-			lim.flags = plan->flags;
-			lim.global_limit = plan->global;
-			lim.default_user_limit = plan->def_user;
-			lim.enforce_rlimit = plan->enforce;
-		}
-		if (k < plan->nr_users) {
-			lim.flags |= plan->users[k].clear ? PINMEM_LIMIT_CLEAR_USER :
-							    PINMEM_LIMIT_SET_USER;
-			lim.uid = plan->users[k].uid;
-			lim.user_limit = plan->users[k].bytes;
-		}
-		describe(plan, k, what, sizeof(what));
-		if (ioctl(fd, PINMEM_IOC_SET_LIMITS, &lim)) {
-			int err = errno;
-
-			close(fd);
-			if (err == EPERM)
-				pctl_err(env, "limits set: changing limits needs CAP_SYS_ADMIN (run as root): %s; %s%s",
-					 strerror(err), k ? "applied only: " : "nothing changed",
-					 done);
-			else
-				pctl_err(env, "limits set: setting %s failed: %s; %s%s", what,
-					 strerror(err), k ? "applied only: " : "nothing changed", done);
-			return PCTL_EXIT_FAIL;
-		}
-		snprintf(done + strlen(done), sizeof(done) - strlen(done), "%s%s",
-			 k ? ", " : "", what);
-		fprintf(env->out, "set %s\n", what);
-	}
-	close(fd);
-	return PCTL_EXIT_OK;
-}
-
-static int limits_set(const struct pctl_env *env, int argc, char **argv)
-{
-	struct limits_plan *plan = calloc(1, sizeof(*plan));
-	char what[512];
+	char cmd[32];
+	struct pctl_plan *plan;
+	const char *file = NULL;
 	int ret;
 
+	snprintf(cmd, sizeof(cmd), "limits %s", argv[0]);
+	plan = pctl_plan_new(env, cmd);
 	if (!plan) {
-		pctl_err(env, "limits set: %s", strerror(ENOMEM));
+		pctl_err(env, "%s: %s", cmd, strerror(ENOMEM));
 		return PCTL_EXIT_FAIL;
 	}
-	ret = parse_plan(env, argc, argv, plan);
-	if (ret) {
-		free(plan);
-		return ret < 0 ? PCTL_EXIT_OK : ret;
-	}
-	if (plan->dry_run) {
-		for (unsigned int k = 0; k < nr_calls(plan); k++) {
-			describe(plan, k, what, sizeof(what));
-			fprintf(env->out, "would set %s\n", what);
+	if (!strcmp(argv[0], "apply")) {
+		ret = parse_apply(env, argc, argv, plan, &file);
+		if (!ret)
+			ret = pctl_plan_read_file(env, plan, file);
+		if (!ret && pctl_plan_empty(plan)) {
+			fprintf(env->out, "%s sets nothing\n", file);
+			ret = -1;
 		}
-		free(plan);
-		return PCTL_EXIT_OK;
+	} else {
+		ret = parse_opts(env, argc, argv, plan, !strcmp(argv[0], "clear"));
 	}
-	ret = apply_plan(env, plan);
-	free(plan);
-	return ret;
+	if (!ret)
+		ret = pctl_plan_run(env, plan);
+	pctl_plan_free(plan);
+	return ret < 0 ? PCTL_EXIT_OK : ret;
 }
 
 int pctl_cmd_limits(const struct pctl_env *env, int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "set"))
-		return limits_set(env, argc - 1, argv + 1);
+	if (argc > 1 && (!strcmp(argv[1], "set") || !strcmp(argv[1], "clear") ||
+			 !strcmp(argv[1], "apply")))
+		return limits_change(env, argc - 1, argv + 1);
 	return limits_show(env, argc, argv);
 }

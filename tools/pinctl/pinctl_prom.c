@@ -101,6 +101,48 @@ static uint64_t field(const struct pctl_counters *c, size_t off)
 	return *(const uint64_t *)((const char *)c + off);
 }
 
+/*
+ * Cgroup budgets (ABI 1.2): a sample per cgroup with pins or a limit; the
+ * limit only where one is set (a cgroup without one is bounded by its
+ * ancestors', not +Inf).
+ */
+static void render_cgroups(FILE *f, const struct pctl_snapshot *snap)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} m[] = {
+		{ "pinmem_cgroup_pinned_bytes", "gauge",
+		  "Bytes pinned through pinmem in this cgroup v2 and its descendants.",
+		  offsetof(struct pctl_cgroup, pinned_bytes) },
+		{ "pinmem_cgroup_limit_bytes", "gauge",
+		  "Budget set on this cgroup (cgroups without one are not listed).",
+		  offsetof(struct pctl_cgroup, limit_bytes) },
+		{ "pinmem_cgroup_peak_bytes", "gauge",
+		  "Highest bytes pinned in this cgroup and its descendants.",
+		  offsetof(struct pctl_cgroup, peak_bytes) },
+		{ "pinmem_cgroup_refused_total", "counter",
+		  "Pins refused by this cgroup's own budget.",
+		  offsetof(struct pctl_cgroup, refused) },
+	};
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		family(f, m[k].name, m[k].type, m[k].help);
+		for (size_t i = 0; i < snap->nr_cgroups; i++) {
+			const struct pctl_cgroup *g = &snap->cgroups[i];
+			uint64_t v = *(const uint64_t *)((const char *)g + m[k].off);
+
+			if (m[k].off == offsetof(struct pctl_cgroup, limit_bytes) &&
+			    v == PCTL_UNLIMITED)
+				continue;
+			fprintf(f, "%s{cgroup=\"", m[k].name);
+			pctl_prom_label(f, g->path);
+			fputs("\"}", f);
+			value(f, v, false);
+		}
+	}
+}
+
 static void render_module(FILE *f, const struct pctl_snapshot *snap)
 {
 	const struct pctl_counters *g = &snap->global;
@@ -146,6 +188,8 @@ static void render_module(FILE *f, const struct pctl_snapshot *snap)
 	}
 	if (snap->source != PCTL_SRC_PROC)
 		return;
+	if (snap->abi_major > 1 || snap->abi_minor >= 2)
+		render_cgroups(f, snap);
 	family(f, "pinmem_process_pinned_bytes", "gauge", "Bytes this process pinned through pinmem.");
 	for (size_t i = 0; i < snap->nr_procs; i++) {
 		proc_labels(f, "pinmem_process_pinned_bytes", &snap->procs[i]);
