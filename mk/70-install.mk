@@ -13,9 +13,11 @@
 #   lib/python3.N/dist-packages/pinmem/ (mk/80-python.mk; /usr/lib/python3/dist-packages with PREFIX=/usr)
 #   lib/udev/rules.d/60-pinmem.rules  lib/modules-load.d/pinmem.conf
 #   lib/modprobe.d/pinmem.conf        lib/sysusers.d/pinmem.conf
-# systemd-udevd, systemd-modules-load, kmod and systemd-sysusers read those
-# last four directories under /usr/lib and /usr/local/lib alike; with another
-# PREFIX set SYSTEMLIBDIR=/usr/lib (or the single *DIR variables).
+#   lib/systemd/system/pinmem-limits.service (not enabled; ExecStart names
+#   $(BINDIR)/pinctl)
+# systemd-udevd, systemd-modules-load, kmod, systemd-sysusers and systemd read
+# those last five directories under /usr/lib and /usr/local/lib alike; with
+# another PREFIX set SYSTEMLIBDIR=/usr/lib (or the single *DIR variables).
 
 BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
@@ -27,6 +29,7 @@ UDEVRULESDIR ?= $(SYSTEMLIBDIR)/udev/rules.d
 MODULESLOADDIR ?= $(SYSTEMLIBDIR)/modules-load.d
 MODPROBEDIR ?= $(SYSTEMLIBDIR)/modprobe.d
 SYSUSERSDIR ?= $(SYSTEMLIBDIR)/sysusers.d
+SYSTEMDUNITDIR ?= $(SYSTEMLIBDIR)/systemd/system
 DKMSSRCDIR ?= /usr/src/pinmem-$(VERSION)
 INSTALL ?= install
 
@@ -46,7 +49,8 @@ PM_INSTALLED := \
 	$(addprefix $(BINDIR)/,$(notdir $(PM_INST_BINS))) \
 	$(foreach m,$(PM_INST_MANS),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	$(UDEVRULESDIR)/60-pinmem.rules $(MODULESLOADDIR)/pinmem.conf \
-	$(MODPROBEDIR)/pinmem.conf $(SYSUSERSDIR)/pinmem.conf
+	$(MODPROBEDIR)/pinmem.conf $(SYSUSERSDIR)/pinmem.conf \
+	$(SYSTEMDUNITDIR)/pinmem-limits.service
 
 # The module source DKMS needs: the Kbuild entry, kmod/ (with conftest.sh,
 # but not the compat header it generates), the uapi header, VERSION.
@@ -65,7 +69,8 @@ $(O)/install/pinmem.pc: $(O)/pinmem.pc FORCE
 install: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS) $(O)/install/pinmem.pc
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/pinmem/uapi $(DESTDIR)$(UDEVRULESDIR) \
-		$(DESTDIR)$(MODULESLOADDIR) $(DESTDIR)$(MODPROBEDIR) $(DESTDIR)$(SYSUSERSDIR)
+		$(DESTDIR)$(MODULESLOADDIR) $(DESTDIR)$(MODPROBEDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSTEMDUNITDIR)
 	$(INSTALL) -m 0644 $(PM_INST_LIBSO) $(DESTDIR)$(LIBDIR)/libpinmem.so.$(VERSION)
 	ln -sf libpinmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libpinmem.so.$(PM_SOVERSION)
 	ln -sf libpinmem.so.$(PM_SOVERSION) $(DESTDIR)$(LIBDIR)/libpinmem.so
@@ -80,6 +85,9 @@ install: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS) $(O)/install/pinmem.pc
 	$(INSTALL) -m 0644 packaging/modules-load.d/pinmem.conf $(DESTDIR)$(MODULESLOADDIR)/
 	$(INSTALL) -m 0644 packaging/modprobe.d/pinmem.conf $(DESTDIR)$(MODPROBEDIR)/
 	$(INSTALL) -m 0644 packaging/sysusers.d/pinmem.conf $(DESTDIR)$(SYSUSERSDIR)/
+	sed 's|/usr/bin/pinctl|$(BINDIR)/pinctl|' packaging/systemd/pinmem-limits.service \
+		> $(DESTDIR)$(SYSTEMDUNITDIR)/pinmem-limits.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/pinmem-limits.service
 ifeq ($(DESTDIR),)
 	@# A real install (not a staging DESTDIR) by root: refresh the linker
 	@# cache and create the pinmem group now rather than at the next boot.

@@ -47,6 +47,7 @@ $p/lib/udev/rules.d/60-pinmem.rules 644
 $p/lib/modules-load.d/pinmem.conf 644
 $p/lib/modprobe.d/pinmem.conf 644
 $p/lib/sysusers.d/pinmem.conf 644
+$p/lib/systemd/system/pinmem-limits.service 644
 EOF
 	[ ! -f include/pinmem_stream.h ] || echo "$p/include/pinmem_stream.h 644"
 	for m in $mans; do echo "$p/share/man/man${m##*.}/$m 644"; done
@@ -153,6 +154,17 @@ check_prefix() {
 		systemd-sysusers --dry-run --root="$tmp/sysroot" \
 			"$d$prefix/lib/sysusers.d/pinmem.conf" 2>&1 | has "group 'pinmem'" ||
 			fail "sysusers.d/pinmem.conf does not create the pinmem group"
+	fi
+	# The unit runs the pinctl this install put in bin/, and is not enabled.
+	grep -qx "ExecStart=$prefix/bin/pinctl limits apply --missing-ok /etc/pinmem/limits.conf" \
+		"$d$prefix/lib/systemd/system/pinmem-limits.service" ||
+		fail "pinmem-limits.service does not run $prefix/bin/pinctl"
+	if command -v systemd-analyze >/dev/null; then
+		systemd-analyze verify --man=no "$d$prefix/lib/systemd/system/pinmem-limits.service" \
+			> "$tmp/verify.log" 2>&1 || true
+		# (pinctl is under DESTDIR, not where the unit names it)
+		! grep -i 'pinmem-limits.service:' "$tmp/verify.log" | grep -v 'is not executable' ||
+			fail "systemd-analyze verify complains about pinmem-limits.service"
 	fi
 	grep -q 'KERNEL=="pinmem".*GROUP="pinmem".*MODE="0660"' \
 		"$d$prefix/lib/udev/rules.d/60-pinmem.rules" || fail "udev rule lacks group/mode"
