@@ -308,22 +308,27 @@ static char *split_eq(char *arg)
 static int add_user_arg(const struct pctl_env *env, struct pctl_plan *plan, const char *opt,
 			const char *arg, bool clear)
 {
-	char buf[256], *size = NULL;
+	char *name, *size = NULL;
+	int ret;
 
-	snprintf(buf, sizeof(buf), "%s", arg);
+	/* split before any length check: a long NAME must not lose its '=' */
+	name = strdup(arg);
+	if (!name) {
+		pctl_err(env, "%s: %s", plan->cmd, strerror(ENOMEM));
+		return PCTL_EXIT_FAIL;
+	}
 	if (!clear) {
-		char *eq = strchr(buf, '=');
-
-		if (!eq) {
+		size = strchr(name, '=');
+		if (!size) {
 			pctl_err(env, "%s: %s takes NAME=SIZE, not '%s'", plan->cmd, opt, arg);
+			free(name);
 			return PCTL_EXIT_USAGE;
 		}
-		*eq = '\0';
-		size = eq + 1;
+		*size++ = '\0';
 	}
-	if (strlen(arg) >= sizeof(buf))
-		buf[0] = '\0';	/* names no user */
-	return pctl_plan_user(env, plan, opt, buf, size, arg);
+	ret = pctl_plan_user(env, plan, opt, name, size, arg);
+	free(name);
+	return ret;
 }
 
 static int add_cgroup_arg(const struct pctl_env *env, struct pctl_plan *plan, const char *arg,
