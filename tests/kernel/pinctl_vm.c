@@ -117,13 +117,26 @@ static int pinctl(uid_t uid, uint64_t caps, ...)
 #define USER USER_UID, 0
 
 /* Value of the Prometheus series @series ("name{labels}") in out, or -1. */
+/* SERIES{labels}: the labels named first; pinctl may add more (a cgroup's id). */
 static long long prom(const char *series)
 {
-	size_t n = strlen(series);
+	size_t n = strlen(series), m = n && series[n - 1] == '}' ? n - 1 : n;
 
-	for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
-		if (!strncmp(p, series, n) && p[n] == ' ')
-			return strtoll(p + n + 1, NULL, 10);
+	for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+		const char *v = p + m;
+
+		if (strncmp(p, series, m))
+			continue;
+		if (m < n) {
+			if (*v == ',')
+				v = strpbrk(v, "}\n");
+			if (!v || *v != '}')
+				continue;
+			v++;
+		}
+		if (*v == ' ')
+			return strtoll(v + 1, NULL, 10);
+	}
 	return -1;
 }
 

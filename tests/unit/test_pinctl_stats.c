@@ -162,12 +162,14 @@ static void cgroup_lines(void **state)
 }
 
 /*
- * Prometheus: a cgroup label escaped per the text format, a limit sample only
- * for a cgroup with a limit, and no cgroup families from a module before 1.2.
+ * Prometheus: a cgroup label escaped per the text format, an id label that
+ * keeps two names of one label apart (bad\xff, bad\xfe: both U+FFFD), a limit
+ * sample only for a cgroup with a limit, and no cgroup families from a module
+ * before 1.2.
  */
 static void cgroup_prom(void **state)
 {
-	static struct pctl_cgroup cgs[2];
+	static struct pctl_cgroup cgs[4];
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f;
@@ -179,21 +181,31 @@ static void cgroup_prom(void **state)
 	cgs[0].refused = 7;
 	snprintf(cgs[1].path, sizeof(cgs[1].path), "/pods");
 	cgs[1].limit_bytes = 8192;
+	cgs[0].id = 11;
+	cgs[1].id = 12;
+	snprintf(cgs[2].path, sizeof(cgs[2].path), "/bad\xff");
+	cgs[2].id = 13;
+	cgs[2].limit_bytes = PCTL_UNLIMITED;
+	snprintf(cgs[3].path, sizeof(cgs[3].path), "/bad\xfe");
+	cgs[3].id = 14;
+	cgs[3].limit_bytes = PCTL_UNLIMITED;
 	snap.module = true;
 	snap.source = PCTL_SRC_PROC;
 	snap.abi_major = 1;
 	snap.abi_minor = 2;
 	snap.cgroups = cgs;
-	snap.nr_cgroups = 2;
+	snap.nr_cgroups = 4;
 	f = open_memstream(&out, &len);
 	pctl_render_prom(f, &snap);
 	fclose(f);
 	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_pinned_bytes gauge\n"
-				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\"} 4096\n"
-				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods\"} 0\n"));
+				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\",id=\"11\"} 4096\n"
+				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods\",id=\"12\"} 0\n"
+				    "pinmem_cgroup_pinned_bytes{cgroup=\"/bad\xef\xbf\xbd\",id=\"13\"} 0\n"
+				    "pinmem_cgroup_pinned_bytes{cgroup=\"/bad\xef\xbf\xbd\",id=\"14\"} 0\n"));
 	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_limit_bytes gauge\n"
-				    "pinmem_cgroup_limit_bytes{cgroup=\"/pods\"} 8192\n# HELP"));
-	assert_non_null(strstr(out, "pinmem_cgroup_refused_total{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\"} 7\n"));
+				    "pinmem_cgroup_limit_bytes{cgroup=\"/pods\",id=\"12\"} 8192\n# HELP"));
+	assert_non_null(strstr(out, "pinmem_cgroup_refused_total{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\",id=\"11\"} 7\n"));
 	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_peak_bytes gauge\n"));
 	free(out);
 	out = NULL;

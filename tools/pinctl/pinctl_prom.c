@@ -104,7 +104,8 @@ static uint64_t field(const struct pctl_counters *c, size_t off)
 /*
  * Cgroup budgets (ABI 1.2): a sample per cgroup with pins or a limit; the
  * limit only where one is set (a cgroup without one is bounded by its
- * ancestors', not +Inf).
+ * ancestors', not +Inf).  The id label (the cgroup's id) keeps series
+ * unique where two paths give one label (invalid UTF-8 becomes U+FFFD).
  */
 static void render_cgroups(FILE *f, const struct pctl_snapshot *snap)
 {
@@ -137,7 +138,7 @@ static void render_cgroups(FILE *f, const struct pctl_snapshot *snap)
 				continue;
 			fprintf(f, "%s{cgroup=\"", m[k].name);
 			pctl_prom_label(f, g->path);
-			fputs("\"}", f);
+			fprintf(f, "\",id=\"%llu\"}", (unsigned long long)g->id);
 			value(f, v, false);
 		}
 	}

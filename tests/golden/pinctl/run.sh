@@ -43,7 +43,8 @@ printf '{"a": 1,}\n' | python3 -m json.tool >/dev/null 2>&1 &&
 # tree is copied to $tmp once, and each FILE.in becomes FILE with every
 # @ino:PATH@ replaced by the inode number of sys/fs/cgroup/PATH in the copy.
 # Outputs are compared with $tmp/ taken out of them and each such inode
-# number of a JSON "id" put back as @ino:PATH@ ($tmp/trees/NAME.sed).
+# number of a JSON "id" or a Prometheus id label put back as @ino:PATH@
+# ($tmp/trees/NAME.sed).
 tree_root() {
 	if [ -z "$(find "trees/$1" -name '*.in' 2>/dev/null | head -n 1)" ]; then
 		echo "trees/$1"
@@ -61,7 +62,9 @@ ino = lambda m: str(os.stat(os.path.join(root, m.group(1))).st_ino)
 open(t[:-3], "w").write(re.sub(r"@ino:([^@|]*)@", ino, text))
 with open(sedfile, "a") as sed:
 	for p in sorted(set(re.findall(r"@ino:([^@|]*)@", text))):
-		sed.write("s|\"id\": %s\\b|\"id\": @ino:%s@|g\n" % (os.stat(os.path.join(root, p)).st_ino, p))
+		ino_p = os.stat(os.path.join(root, p)).st_ino
+		sed.write("s|\"id\": %s\\b|\"id\": @ino:%s@|g\n" % (ino_p, p))
+		sed.write("s|,id=\"%s\"}|,id=\"@ino:%s@\"}|g\n" % (ino_p, p))
 PY
 		done
 	fi
