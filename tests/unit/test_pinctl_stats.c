@@ -140,7 +140,7 @@ static void cgroup_lines(void **state)
 	snprintf(env.sys_root, sizeof(env.sys_root), "%s", root);
 	pctl_cgroup_paths(&env, &snap);
 	assert_string_equal(snap.cgroups[0].path, "/pods/job1");
-	assert_string_equal(snap.cgroups[1].path, "(removed, id 999999999)");
+	assert_string_equal(snap.cgroups[1].path, "(not visible or removed, id 999999999)");
 	f = open_memstream(&out, &len);
 	pctl_render_text(f, &snap, -1);
 	fclose(f);

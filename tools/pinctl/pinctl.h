@@ -111,7 +111,7 @@ enum pctl_source {
 /* A cgroup budget of the module (ABI 1.2), as the stats file lists it. */
 struct pctl_cgroup {
 	uint64_t id;			/* its inode number on the cgroup2 mount */
-	char path[4096];		/* from the mount, or "(removed, id N)" */
+	char path[4096];		/* from the mount, or "(not visible or removed, id N)" */
 	uint64_t pinned_bytes, limit_bytes, peak_bytes, refused;
 };
 

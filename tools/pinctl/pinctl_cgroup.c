@@ -181,7 +181,10 @@ static void walk(struct pctl_snapshot *snap, const char *dir, const char *rel, i
 	closedir(d);
 }
 
-/* Tree order: a parent before its children, removed cgroups last by id. */
+/*
+ * Tree order: a parent before its children, then by id the cgroups not found
+ * under the mount (removed, or outside the reader's cgroup namespace).
+ */
 static int cmp_path(const void *a, const void *b)
 {
 	const struct pctl_cgroup *x = a, *y = b;
@@ -207,7 +210,7 @@ void pctl_cgroup_paths(const struct pctl_env *env, struct pctl_snapshot *snap)
 	for (size_t i = 0; i < snap->nr_cgroups; i++)
 		if (!snap->cgroups[i].path[0])
 			snprintf(snap->cgroups[i].path, sizeof(snap->cgroups[i].path),
-				 "(removed, id %llu)", (unsigned long long)snap->cgroups[i].id);
+				 "(not visible or removed, id %llu)", (unsigned long long)snap->cgroups[i].id);
 	qsort(snap->cgroups, snap->nr_cgroups, sizeof(*snap->cgroups), cmp_path);
 }
 
