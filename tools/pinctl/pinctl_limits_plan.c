@@ -176,8 +176,8 @@ int pctl_plan_cgroup(const struct pctl_env *env, struct pctl_plan *plan, const c
 	}
 	op = &plan->cgroups[plan->nr_cgroups];
 	memset(op, 0, sizeof(*op));
-	/* a cgroup without a limit is unlimited (as its ancestors allow) */
-	op->clear = !size || !strcmp(size, "none") || !strcmp(size, "unlimited");
+	/* a cgroup without a limit is unlimited (as its ancestors allow); any case, as sizes */
+	op->clear = !size || !strcasecmp(size, "none") || !strcasecmp(size, "unlimited");
 	if (!op->clear && size_arg(env, plan, opt, size, &op->bytes))
 		return PCTL_EXIT_USAGE;
 	op->path = strdup(norm);
