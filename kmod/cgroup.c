@@ -427,8 +427,10 @@ void pinmem_cg_exit(void)
 	hash_for_each_safe(pinmem_cgs, bkt, tmp, cg, node) {
 		WARN_ON_ONCE(cg->pinned_bytes);
 		hash_del(&cg->node);
+#ifdef CONFIG_CGROUPS	/* only then can a limit hold a cgroup */
 		if (cg->cgrp)
 			cgroup_put(cg->cgrp);
+#endif
 		kfree(cg);
 	}
 }
