@@ -345,8 +345,10 @@ struct pinmem_limits {
  * all are lost on module unload.
  * SET and CLEAR need CAP_SYS_ADMIN (EPERM).  Errors: ENOENT (no such
  * cgroup), EOPNOTSUPP (cgroup budgets need cgroup v2: a kernel without
- * cgroups, or no cgroup2 file system mounted, as on a cgroup v1-only host),
- * EINVAL, EFAULT, ENOMEM, E2BIG (more than 64 levels deep).
+ * cgroups, for every request; SET when no cgroup2 file system is mounted,
+ * as on a cgroup v1-only host, while GET and CLEAR still reach a limit SET
+ * before the last cgroup2 mount went), EINVAL, EFAULT, ENOMEM, E2BIG (more
+ * than 64 levels deep).
  */
 struct pinmem_cgroup {
 	__u64 path;
