@@ -537,6 +537,8 @@ static void test_bad(int fd)
 
 	kt_eq(cg_ioctl(fd, "", PINMEM_CGROUP_SET, KT_MIB, NULL), -EINVAL, "SET on the root cgroup is EINVAL");
 	kt_eq(cg_ioctl(fd, "pmt/nope", 0, 0, NULL), -ENOENT, "unknown cgroup is ENOENT");
+	kt_eq(cg_ioctl(fd, "pmt/a/cgroup.procs", 0, 0, NULL), -ENOTDIR,
+	      "a path to a file in a cgroup is ENOTDIR");
 	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET | PINMEM_CGROUP_CLEAR, KT_MIB, NULL), -EINVAL,
 	      "SET with CLEAR is EINVAL");
 	kt_eq(cg_ioctl(fd, "pmt/a", 4, 0, NULL), -EINVAL, "unknown flag is EINVAL");
