@@ -502,6 +502,9 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
  * @bytes: page multiple
  * @region: also take one region of the caps (a new PIN); false when a PIN
  *	charges more once its pages are known
+ * @refuser: out: the id of the cgroup whose limit refused, else 0; for
+ *	pinmem_budget_refuse(), as @f->cg_refuser may be another thread's by
+ *	then
  *
  * Either every budget is charged or none is.  A refusal is not counted:
  * the caller counts it with pinmem_budget_refuse() once it gives up.
@@ -509,12 +512,13 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
  * Return: 0 or PINMEM_REFUSED_* (see pinmem_budget_errno()).
  */
 u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
-			 u64 bytes, bool region)
+			 u64 bytes, bool region, u64 *refuser)
 {
 	unsigned long npages = bytes >> PAGE_SHIFT;
-	struct pinmem_cg *refuser;
+	struct pinmem_cg *over;
 	u32 reason;
 
+	*refuser = 0;
 	reason = pinmem_rlimit_charge(f, npages);
 
 	spin_lock(&pinmem_budget_lock);
@@ -532,10 +536,11 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 				    pinmem_user_limit(f->user), bytes))
 		reason = PINMEM_REFUSED_USER;
 	if (!reason) {
-		refuser = pinmem_cg_refuser(cg, bytes);
-		if (refuser) {
+		over = pinmem_cg_refuser(cg, bytes);
+		if (over) {
 			reason = PINMEM_REFUSED_CGROUP;
-			f->cg_refuser = refuser->id;
+			*refuser = over->id;
+			f->cg_refuser = over->id;	/* for the stats file */
 		}
 	}
 	if (!reason) {
@@ -601,14 +606,16 @@ void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
  * @f: the file
  * @cg: the cgroup entry the PIN was to be charged to, or NULL
  * @reason: PINMEM_REFUSED_*; the non-budget ones count as refused_fault
+ * @refuser: for PINMEM_REFUSED_CGROUP, the id pinmem_budget_charge() gave
+ *	back: that ancestor of @cg counts the refusal; else 0
  */
 void pinmem_budget_refuse(struct pinmem_file *f, struct pinmem_cg *cg,
-			  u32 reason)
+			  u32 reason, u64 refuser)
 {
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_refuse, reason);
 	for (; reason == PINMEM_REFUSED_CGROUP && cg; cg = cg->parent)
-		if (cg->id == f->cg_refuser)
+		if (cg->id == refuser)
 			cg->refused++;
 	spin_unlock(&pinmem_budget_lock);
 }

@@ -52,7 +52,7 @@ struct pinmem_user *pinmem_user_get(kuid_t uid);
 void pinmem_user_put(struct pinmem_user *u);
 
 u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
-			 u64 bytes, bool region);
+			 u64 bytes, bool region, u64 *refuser);
 int pinmem_budget_errno(u32 reason);
 bool pinmem_budget_is_bytes(u32 reason);
 void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
@@ -61,7 +61,7 @@ void pinmem_budget_commit(struct pinmem_file *f);
 void pinmem_budget_release(struct pinmem_file *f, struct pinmem_cg *cg,
 			   u64 bytes);
 void pinmem_budget_refuse(struct pinmem_file *f, struct pinmem_cg *cg,
-			  u32 reason);
+			  u32 reason, u64 refuser);
 void pinmem_budget_kmem(struct pinmem_file *f, s64 bytes);
 
 u64 pinmem_budget_rlimit(struct pinmem_file *f);

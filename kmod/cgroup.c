@@ -330,9 +330,10 @@ static bool pinmem_cg_v2_mounted(void)
  * @path: NUL-terminated, relative to the caller's cgroup namespace root
  * @arg: flags and limit_bytes in; the cgroup's numbers out
  *
- * Return: 0; -EOPNOTSUPP when no cgroup2 file system is mounted (a cgroup
- * v1-only host); -ENOENT; -EINVAL (a limit on the root cgroup); -ENOMEM;
- * -E2BIG (a cgroup more than 64 levels deep).
+ * Return: 0; -EOPNOTSUPP for SET when no cgroup2 file system is mounted (a
+ * cgroup v1-only host; GET and CLEAR still reach a limit SET before the
+ * last cgroup2 mount went); -ENOENT; -EINVAL (a limit on the root cgroup);
+ * -ENOMEM; -E2BIG (a cgroup more than 64 levels deep).
  */
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 {
@@ -342,7 +343,7 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 	LIST_HEAD(dead);
 	int n;
 
-	if (!pinmem_cg_v2_mounted())
+	if ((arg->flags & PINMEM_CGROUP_SET) && !pinmem_cg_v2_mounted())
 		return -EOPNOTSUPP;
 	pinmem_cg_prune();
 	cgrp = cgroup_get_from_path(path);
@@ -427,8 +428,10 @@ void pinmem_cg_exit(void)
 	hash_for_each_safe(pinmem_cgs, bkt, tmp, cg, node) {
 		WARN_ON_ONCE(cg->pinned_bytes);
 		hash_del(&cg->node);
+#ifdef CONFIG_CGROUPS	/* only then can a limit hold a cgroup */
 		if (cg->cgrp)
 			cgroup_put(cg->cgrp);
+#endif
 		kfree(cg);
 	}
 }

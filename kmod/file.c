@@ -223,18 +223,19 @@ static u32 pinmem_file_charge_folios(struct pinmem_file *f,
 				     u64 *charged)
 {
 	LIST_HEAD(gone);
-	u64 bytes;
+	u64 bytes, refuser;
 	s64 kmem, freed;
 	u32 reason;
 
 	if (pinmem_folio_add(&f->folios, r, r->cg, &bytes, &kmem))
 		return PINMEM_REFUSED_KMEM;
 	if (bytes > length) {
-		reason = pinmem_budget_charge(f, r->cg, bytes - length, false);
+		reason = pinmem_budget_charge(f, r->cg, bytes - length, false,
+					      &refuser);
 		if (reason) {
 			pinmem_folio_remove(&f->folios, r, &freed, &gone);
 			pinmem_folio_release(&gone, NULL, NULL);
-			pinmem_budget_refuse(f, r->cg, reason);
+			pinmem_budget_refuse(f, r->cg, reason, refuser);
 			return reason;
 		}
 	} else if (bytes < length) {
@@ -270,6 +271,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	struct pinmem_cg *cg;
 	LIST_HEAD(gone);
 	u64 bytes, charged;	/* charged before the pin, after it */
+	u64 refuser;		/* the cgroup that refused, if one did */
 	u32 handle, reason;
 	bool fallback = false;
 	int ret;
@@ -284,7 +286,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	bytes = pin->length;
 	ret = pinmem_region_check(f->mm, pin->addr, pin->length);
 	if (ret) {
-		pinmem_budget_refuse(f, NULL, pinmem_pin_reason(ret));
+		pinmem_budget_refuse(f, NULL, pinmem_pin_reason(ret), 0);
 		goto err_reason;
 	}
 	/* The pinning task's cgroup now, wherever the opener was. */
@@ -295,7 +297,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		goto err_count;
 	}
 
-	reason = pinmem_budget_charge(f, cg, bytes, true);
+	reason = pinmem_budget_charge(f, cg, bytes, true, &refuser);
 	if (reason && pinmem_budget_is_bytes(reason) &&
 	    bytes <= READ_ONCE(f->folios.bytes)) {
 		/*
@@ -311,12 +313,12 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		}
 		fallback = true;
 		bytes = 0;
-		reason = pinmem_budget_charge(f, cg, bytes, true);
+		reason = pinmem_budget_charge(f, cg, bytes, true, &refuser);
 	}
 	if (reason) {
 		if (fallback)
 			mutex_unlock(&f->fallback_lock);
-		pinmem_budget_refuse(f, cg, reason);
+		pinmem_budget_refuse(f, cg, reason, refuser);
 		pinmem_cg_put(cg);
 		return pinmem_pin_refused(upin, reason,
 					  pinmem_budget_errno(reason));
@@ -376,7 +378,7 @@ err_forget:
 	/* The folio accounting charged @charged in place of @bytes. */
 	bytes = pinmem_file_forget_region(f, r, &gone);
 	mutex_unlock(&f->lock);
-	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret));
+	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret), 0);
 	pinmem_file_drop_region(f, r, bytes, &gone, false);	/* puts @cg */
 	goto err_reason;
 err_unpin:
@@ -386,7 +388,7 @@ err_uncharge:
 		mutex_unlock(&f->fallback_lock);
 	pinmem_budget_uncharge(f, cg, bytes, true);
 err_count:
-	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret));
+	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret), 0);
 	pinmem_cg_put(cg);
 err_reason:
 	return pinmem_pin_refused(upin, pinmem_pin_reason(ret), ret);

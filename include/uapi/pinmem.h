@@ -80,8 +80,9 @@
 #define PINMEM_REFUSED_ACCESS		9	/* not the file's owner (EPERM) */
 #define PINMEM_REFUSED_INTR		10	/* fatal signal (EINTR) */
 #define PINMEM_REFUSED_ARGS		11	/* bad argument (EINVAL) */
-#define PINMEM_REFUSED_CGROUP		12	/* the budget of the file's cgroup
-						 * or an ancestor (EDQUOT; ABI 1.2);
+#define PINMEM_REFUSED_CGROUP		12	/* the budget of the pinning
+						 * task's cgroup at PIN time or of
+						 * an ancestor (EDQUOT; ABI 1.2);
 						 * STATS refused_cgroup_id names it */
 
 /* A limit that never refuses. */
@@ -250,9 +251,10 @@ struct pinmem_counters {
  * @user_locked_bytes: the opener's user->locked_vm in bytes: pinmem's and
  *	io_uring's pins of every process of that user, checked against
  *	RLIMIT_MEMLOCK too (ABI 1.1; out)
- * @cgroup_id: the cgroup v2 id this file's last PIN was charged to (the
- *	pinning task's cgroup then; the opener's cgroup at open before any
- *	PIN), 0 for the root cgroup (ABI 1.2; out)
+ * @cgroup_id: the cgroup v2 id this file's last PIN, refused or not, was
+ *	to be charged to (the pinning task's cgroup then, or its ancestor 64
+ *	levels below the root for a task deeper than that; the opener's
+ *	cgroup at open before any PIN), 0 for the root cgroup (ABI 1.2; out)
  * @refused_cgroup: this file's PINs refused by a cgroup budget (ABI 1.2;
  *	out)
  * @refused_cgroup_id: the cgroup whose budget refused this file's last
@@ -331,7 +333,9 @@ struct pinmem_limits {
  *	force, PINMEM_UNLIMITED if none
  * @pinned_bytes: bytes charged to the cgroup and its descendants (out)
  * @peak_bytes: highest @pinned_bytes seen (out)
- * @refused: PINs refused by this cgroup's own limit (out)
+ * @refused: PINs refused by this cgroup's own limit (out); @peak_bytes and
+ *	@refused go back to 0 when a cgroup without a limit loses its last
+ *	pin (the module keeps nothing for it then)
  * @cgroup_id: the cgroup's id, its inode number on the cgroup2 mount (out)
  * @reserved: must be zero
  *
@@ -344,9 +348,12 @@ struct pinmem_limits {
  * path starts without one); the limit of a removed cgroup is dropped, and
  * all are lost on module unload.
  * SET and CLEAR need CAP_SYS_ADMIN (EPERM).  Errors: ENOENT (no such
- * cgroup), EOPNOTSUPP (cgroup budgets need cgroup v2: a kernel without
- * cgroups, or no cgroup2 file system mounted, as on a cgroup v1-only host),
- * EINVAL, EFAULT, ENOMEM, E2BIG (more than 64 levels deep).
+ * cgroup), ENOTDIR (the path names a file, such as x/cgroup.procs),
+ * EOPNOTSUPP (cgroup budgets need cgroup v2: a kernel without cgroups, for
+ * every request; SET when no cgroup2 file system is mounted, as on a cgroup
+ * v1-only host, while GET and CLEAR still reach a limit SET before the last
+ * cgroup2 mount went), EINVAL, EFAULT, ENOMEM, E2BIG (more than 64 levels
+ * deep).
  */
 struct pinmem_cgroup {
 	__u64 path;

@@ -6,9 +6,9 @@
  * refusing cgroup named in STATS.  A task moved after opening is judged by
  * its new cgroup; a charge (also a THP's, charged once per file) stays where
  * it was made when the task moves, a cgroup can be removed while charged
- * (its limit goes), paths are relative to a cgroup namespace, the ioctl is
- * EOPNOTSUPP without a cgroup2 mount, and everything is back to zero at the
- * end.
+ * (its limit goes), paths are relative to a cgroup namespace, SET is
+ * EOPNOTSUPP without a cgroup2 mount (GET and CLEAR still work), and
+ * everything is back to zero at the end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -537,6 +537,8 @@ static void test_bad(int fd)
 
 	kt_eq(cg_ioctl(fd, "", PINMEM_CGROUP_SET, KT_MIB, NULL), -EINVAL, "SET on the root cgroup is EINVAL");
 	kt_eq(cg_ioctl(fd, "pmt/nope", 0, 0, NULL), -ENOENT, "unknown cgroup is ENOENT");
+	kt_eq(cg_ioctl(fd, "pmt/a/cgroup.procs", 0, 0, NULL), -ENOTDIR,
+	      "a path to a file in a cgroup is ENOTDIR");
 	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET | PINMEM_CGROUP_CLEAR, KT_MIB, NULL), -EINVAL,
 	      "SET with CLEAR is EINVAL");
 	kt_eq(cg_ioctl(fd, "pmt/a", 4, 0, NULL), -EINVAL, "unknown flag is EINVAL");
@@ -563,30 +565,52 @@ static int cg2_mounted(void)
 
 /*
  * A cgroup v1-only host: no cgroup2 file system mounted, perhaps a v1
- * hierarchy.  Every task stays in the root of v2, so a limit could never
- * apply: the ioctl says "cgroup budgets need cgroup v2" (EOPNOTSUPP).
+ * hierarchy.  Every task stays in the root of v2, so a new limit could
+ * never apply: SET says "cgroup budgets need cgroup v2" (EOPNOTSUPP).  A
+ * limit SET before the last cgroup2 mount went still holds, so GET and
+ * CLEAR still work on it (and an unknown path is ENOENT as ever).
  */
 static void test_v1_only(void)
 {
+	struct pinmem_cgroup c;
 	int fd = kt_open(), v1;
 
-	if (cg2_mounted() && umount(CGROOT)) {
+	if (!cg2_mounted() && mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
+		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
+	cg_mkdir("pmtv1");
+	kt_eq(cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_SET, KT_MIB, NULL), 0,
+	      "cgroup2 mounted: SET pmtv1 to 1 MiB");
+	if (umount(CGROOT)) {
 		kt_skip("v1-only: cannot unmount cgroup2 from %s: %s", CGROOT, strerror(errno));
-		close(fd);
-		return;
+		goto out;
 	}
-	kt_eq(cg_ioctl(fd, "", 0, 0, NULL), -EOPNOTSUPP, "no cgroup2 mounted: GET of the root is EOPNOTSUPP");
-	kt_eq(cg_ioctl(fd, "pmt", PINMEM_CGROUP_SET, KT_MIB, NULL), -EOPNOTSUPP,
+	kt_eq(cg_ioctl(fd, "", 0, 0, &c), 0, "no cgroup2 mounted: GET of the root works");
+	kt_eq(c.limit_bytes, PINMEM_UNLIMITED, "no cgroup2 mounted: the root is unlimited");
+	kt_eq(cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_SET, 2 * KT_MIB, NULL), -EOPNOTSUPP,
 	      "no cgroup2 mounted: SET is EOPNOTSUPP");
+	kt_eq(cg_ioctl(fd, "pmtv1", 0, 0, &c), 0, "no cgroup2 mounted: GET of a limited cgroup works");
+	kt_eq(c.limit_bytes, KT_MIB, "no cgroup2 mounted: the limit SET before is still there");
+	kt_eq(cg_ioctl(fd, "pmt-nosuch", 0, 0, NULL), -ENOENT,
+	      "no cgroup2 mounted: GET of an unknown path is ENOENT");
+	kt_eq(cg_ioctl(fd, "pmt-nosuch", PINMEM_CGROUP_CLEAR, 0, NULL), -ENOENT,
+	      "no cgroup2 mounted: CLEAR of an unknown path is ENOENT");
 	v1 = !mkdir("/tmp/pmt-v1", 0755) || errno == EEXIST;
 	if (v1 && !mount("cgroup", "/tmp/pmt-v1", "cgroup", 0, "none,name=pmtv1")) {
-		kt_eq(cg_ioctl(fd, "", 0, 0, NULL), -EOPNOTSUPP,
-		      "only a v1 hierarchy mounted: GET is EOPNOTSUPP");
+		kt_eq(cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_SET, 2 * KT_MIB, NULL), -EOPNOTSUPP,
+		      "only a v1 hierarchy mounted: SET is EOPNOTSUPP");
 		umount("/tmp/pmt-v1");
 	} else {
 		kt_skip("v1-only: cannot mount a named v1 hierarchy: %s", strerror(errno));
 	}
 	rmdir("/tmp/pmt-v1");
+	kt_eq(cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_CLEAR, 0, &c), 0,
+	      "no cgroup2 mounted: CLEAR of the limit works");
+	kt_eq(c.limit_bytes, PINMEM_UNLIMITED, "no cgroup2 mounted: CLEAR dropped the limit");
+	if (mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
+		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
+out:
+	cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_CLEAR, 0, NULL);
+	cg_rmdir("pmtv1");
 	close(fd);
 }
 
