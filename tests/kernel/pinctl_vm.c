@@ -175,7 +175,12 @@ struct holder {
 	int release;	/* write end: closing it lets the child go */
 };
 
-static void holder_start(struct holder *h, size_t len, enum hold how)
+/*
+ * Fork a child that runs @work(@arg) (0, or a failure code it reports) and
+ * then holds what it did until holder_stop(); the child's code, or 5 when
+ * it died before saying.
+ */
+static char holder_fork(struct holder *h, const char *comm, char (*work)(void *), void *arg)
 {
 	int ready[2], go[2];
 	char status = 1;
@@ -187,23 +192,12 @@ static void holder_start(struct holder *h, size_t len, enum hold how)
 	if (h->pid < 0)
 		kt_bail("fork: %s", strerror(errno));
 	if (!h->pid) {
-		char c = 0, dummy;
-		void *buf;
-		int fd;
+		char c, dummy;
 
 		close(ready[0]);
 		close(go[1]);
-		prctl(PR_SET_NAME, hold_comm[how]);
-		buf = kt_map(len, 1);
-		if (how != MLOCK) {
-			if (how == PIN_AS_USER && kt_become(USER_UID, 0))
-				c = 2;
-			fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
-			if (!c && (fd < 0 || kt_pin(fd, buf, len, NULL)))
-				c = 3;
-		} else if (mlock(buf, len)) {
-			c = 4;
-		}
+		prctl(PR_SET_NAME, comm);
+		c = work(arg);
 		if (write(ready[1], &c, 1) != 1)
 			_exit(1);
 		while (read(go[0], &dummy, 1) > 0)
@@ -216,6 +210,36 @@ static void holder_start(struct holder *h, size_t len, enum hold how)
 	if (read(ready[0], &status, 1) != 1)
 		status = 5;
 	close(ready[0]);
+	return status;
+}
+
+struct hold_work {
+	size_t len;
+	enum hold how;
+};
+
+static char hold_work(void *arg)
+{
+	const struct hold_work *w = arg;
+	void *buf = kt_map(w->len, 1);
+	char c = 0;
+	int fd;
+
+	if (w->how == MLOCK)
+		return mlock(buf, w->len) ? 4 : 0;
+	if (w->how == PIN_AS_USER && kt_become(USER_UID, 0))
+		c = 2;
+	fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
+	if (!c && (fd < 0 || kt_pin(fd, buf, w->len, NULL)))
+		c = 3;
+	return c;
+}
+
+static void holder_start(struct holder *h, size_t len, enum hold how)
+{
+	struct hold_work w = { .len = len, .how = how };
+	char status = holder_fork(h, hold_comm[how], hold_work, &w);
+
 	if (status)
 		kt_bail("%s child failed (%d)", hold_comm[how], status);
 }
@@ -418,50 +442,39 @@ static void put_file(const char *path, const char *text)
 		kt_bail("cannot write %s: %s", path, strerror(errno));
 }
 
+struct cg_work {
+	const char *rel;
+	size_t ok, over;
+};
+
+static char cg_work(void *arg)
+{
+	const struct cg_work *w = arg;
+	char *buf = kt_map(w->ok + w->over, 1);
+	struct pinmem_pin p;
+	char c = 0;
+	int fd;
+
+	if (cg_enter(w->rel))
+		c = 2;
+	fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
+	if (!c && (fd < 0 || kt_pin(fd, buf, w->ok, NULL)))
+		c = 3;
+	if (!c && (kt_pin(fd, buf + w->ok, w->over, &p) != -EDQUOT ||
+		   p.refused != PINMEM_REFUSED_CGROUP))
+		c = 4;
+	return c;
+}
+
 /*
  * A child in cgroup @rel that opens /dev/pinmem there, pins @ok bytes and
  * tries @over more, which its cgroup budget must refuse; held until stopped.
  */
 static void cg_holder_start(struct holder *h, const char *rel, size_t ok, size_t over)
 {
-	int ready[2], go[2];
-	char status = 1;
+	struct cg_work w = { .rel = rel, .ok = ok, .over = over };
+	char status = holder_fork(h, "pctl-cgpin", cg_work, &w);
 
-	if (pipe(ready) || pipe(go))
-		kt_bail("pipe: %s", strerror(errno));
-	fflush(stdout);
-	h->pid = fork();
-	if (h->pid < 0)
-		kt_bail("fork: %s", strerror(errno));
-	if (!h->pid) {
-		char c = 0, dummy;
-		char *buf = kt_map(ok + over, 1);
-		struct pinmem_pin p;
-		int fd;
-
-		close(ready[0]);
-		close(go[1]);
-		prctl(PR_SET_NAME, "pctl-cgpin");
-		if (cg_enter(rel))
-			c = 2;
-		fd = c ? -1 : open(PINMEM_DEVICE, O_RDWR | O_CLOEXEC);
-		if (!c && (fd < 0 || kt_pin(fd, buf, ok, NULL)))
-			c = 3;
-		if (!c && (kt_pin(fd, buf + ok, over, &p) != -EDQUOT ||
-			   p.refused != PINMEM_REFUSED_CGROUP))
-			c = 4;
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		while (read(go[0], &dummy, 1) > 0)
-			;
-		_exit(0);
-	}
-	close(ready[1]);
-	close(go[0]);
-	h->release = go[1];
-	if (read(ready[0], &status, 1) != 1)
-		status = 5;
-	close(ready[0]);
 	kt_eq(status, 0, "pctl-cgpin in %s pinned %zu bytes, %zu more refused by its cgroup (%d)",
 	      rel, ok, over, status);
 }
