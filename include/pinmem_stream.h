@@ -205,11 +205,19 @@ struct pm_stream_opts {
 	enum pm_handoff handoff;	/* when batches are delivered [PM_HANDOFF_COPIED] */
 	uint32_t numa;		/* NUMA node of the slots: PM_NUMA_* [the GPU's node] */
 	/*
+	 * Reader threads, each with its own io_uring and its share of qd; a
+	 * batch is read by one of them [the CPUs this process may run on, at
+	 * most 4; 1 for datasets of more files than are opened at once].
+	 * Buffered reads copy out of the page cache in these threads.
+	 */
+	uint32_t readers;
+	uint32_t reserved32;	/* zero */
+	/*
 	 * Room to grow: new options are carved out of it, so a program built
 	 * against this header keeps working with a later library.  Must be
 	 * zero (pm_stream_opts_init zeroes it): -EINVAL otherwise.
 	 */
-	uint64_t reserved[8];
+	uint64_t reserved[7];
 };
 
 /* One item of a delivered batch. */
@@ -276,7 +284,9 @@ struct pm_stream_stats {
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
 	int32_t numa_node;	/* NUMA node of the slots' first page, -1 when not placed */
 	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
-	uint64_t reserved[16];	/* room for new counters; zero */
+	uint32_t readers;	/* reader threads (opts.readers as applied) */
+	uint32_t reserved32;	/* zero */
+	uint64_t reserved[15];	/* room for new counters; zero */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */

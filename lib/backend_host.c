@@ -56,6 +56,8 @@ static void *worker(void *arg)
 	struct host_be *h = arg;
 	struct host_job j;
 
+	/* not the name of the thread that started it (a stream's reader) */
+	pthread_setname_np(pthread_self(), "pinmem-copy");
 	pthread_mutex_lock(&h->lock);
 	for (;;) {
 		while (!h->qlen && !h->stop)

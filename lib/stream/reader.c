@@ -155,18 +155,14 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
 	if (rd->fixed_file)
 		sqe->flags |= IOSQE_FIXED_FILE;
 	/*
-	 * Buffered reads go straight to io_uring's workers.  Issued inline
-	 * (NOWAIT first, io_uring's default), a cached read copies in this one
-	 * thread: no faster than a pread loop, the copy being ~70% of the CPU
-	 * either way.  Workers copy on both cores at once, and on a machine
-	 * other sessions keep busy a process with runnable threads on both
-	 * cores gets up to twice the CPU of a single thread (the scheduler
-	 * shares each core between sessions).  Measured with pinstream
-	 * --compare --rounds 5 on a loaded 2-core VM: inline 0.85-1.04x pread
-	 * warm, workers 1.26-1.56x; for 200,000 files of 1-32 KiB inline
-	 * reads under 128 KiB streamed 79-94k items/s, workers 111-133k.
+	 * A buffered read issued inline (io_uring's default: without blocking
+	 * first, a miss waits for the page asynchronously) copies out of the
+	 * page cache in this thread.  The owner of a ring that is its process's
+	 * only reader asks for io_uring's workers instead, which copy on the
+	 * other cores: measured on a loaded 2-core VM (pinstream --compare
+	 * --rounds 5), inline 0.85-1.04x a pread loop warm, workers 1.26-1.56x.
 	 */
-	if (!rd->align)
+	if (!rd->align && r->punt_buffered)
 		sqe->flags |= IOSQE_ASYNC;
 	io_uring_sqe_set_data(sqe, rd);
 	r->inflight++;

@@ -42,6 +42,7 @@ struct pm_reader {
 	unsigned int queued;		/* SQEs not yet submitted */
 	bool files_registered;
 	bool cqe_skip;			/* IOSQE_CQE_SKIP_SUCCESS works */
+	bool punt_buffered;		/* buffered reads to io_uring's workers (IOSQE_ASYNC) */
 	bool bufs_registered;
 	struct pm_buf *buf;
 	struct iovec *iov;		/* layout of the registered buffer */

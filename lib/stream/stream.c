@@ -12,12 +12,18 @@
  * the consumer never blocks on them.  Nothing ever writes into a slot (host
  * or device) the consumer or the device still uses.
  *
- * The reader thread owns the io_uring (SINGLE_ISSUER), every slot in READING
- * state and the plan cursor; s->lock guards state changes and counters.
+ * Reading is done by lanes: a lane is one reader thread with its own
+ * io_uring (SINGLE_ISSUER).  A lane starts a batch (takes the plan cursor
+ * and a FREE slot under s->lock) and issues every read of that batch on its
+ * own ring, so a slot in READING state belongs to the one lane filling it.
+ * With several lanes the copies out of the page cache run in several threads
+ * at once (see lane_count); s->lock guards state changes, the plan cursor
+ * and counters.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +46,8 @@
 #define DEF_CHUNK	(1U << 20)
 #define MAX_SLOTS	4096
 #define MAX_QD		4096
+#define DEF_LANES_MAX	4
+#define MAX_LANES	64
 #define ERRLEN		384
 
 enum slot_state {
@@ -57,7 +65,6 @@ struct slot {
 	struct pm_place *place;
 	uint32_t cap;
 	enum slot_state state;
-	int buf_index;
 	uint32_t pending;	/* reads in flight */
 	uint32_t next_item;	/* issue cursor */
 	uint64_t next_rel;
@@ -68,6 +75,21 @@ struct slot {
 	uint64_t rel_ev;	/* pm_stream_release_on's event, until it is waited for */
 	bool copy_done;
 	uint64_t t_read0, t_copy0;
+};
+
+struct pm_stream;
+
+/* One reader thread, its ring and its reads; filling is read under s->lock. */
+struct lane {
+	struct pm_stream *s;
+	struct pm_reader rd;
+	int *buf_index;		/* per slot: the ring's registered buffer, -1: none */
+	struct pm_read *reads, *free_reads;
+	struct slot *filling;	/* the batch it issues reads for */
+	struct slot *ra;	/* started, its readahead not yet asked for */
+	bool ring_failed;	/* the kernel may hold reads into the slots */
+	pthread_t thread;
+	bool started;
 };
 
 struct pm_stream {
@@ -86,24 +108,24 @@ struct pm_stream {
 	uint32_t nslots;
 	struct slot *slots;
 
-	/* reader thread */
-	struct pm_reader rd;
-	struct pm_read *reads, *free_reads;
-	pthread_t thread;
-	bool thread_started;
-	bool setup_done;
+	/* reader lanes */
+	struct lane *lanes;
+	uint32_t nlanes;
+	uint32_t lanes_setup;	/* lanes whose ring is set up (or failed to) */
+	uint32_t lanes_exited;
+	uint32_t lanes_idle;	/* lanes waiting for a slot */
+	uint64_t t_idle0;	/* when the last of them began to */
 	int setup_err;
 	uint32_t epoch;
 	size_t pos;
 	bool plan_done;
-	struct slot *filling;
 	uint64_t issued_seq;
 
 	pthread_mutex_t lock;
 	pthread_cond_t reader_cv, consumer_cv;
 	bool stop;		/* destroy: finish what is in flight, nothing more */
 	bool halt;		/* a batch failed under PM_ON_ERROR_STOP: start no new batch */
-	bool reader_exited;
+	bool reader_exited;	/* every lane exited */
 	int reader_err;
 	uint32_t ahead;		/* batches started, not yet handed out */
 	uint32_t held;
@@ -314,7 +336,8 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 
 static void read_done(void *arg, struct pm_read *rd, int res)
 {
-	struct pm_stream *s = arg;
+	struct lane *l = arg;
+	struct pm_stream *s = l->s;
 	struct slot *sl = rd->owner;
 
 	if (s->fs.lazy)
@@ -333,15 +356,15 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 			item_fail(s, sl, rd->owner_item, res,
 				  "read of %u bytes at offset %llu failed",
 				  rd->len, (unsigned long long)rd->off);
-		pthread_mutex_lock(&s->lock);	/* the consumer reads s->filling */
-		if (s->filling == sl) {
-			s->filling = NULL;	/* issue nothing more for it */
+		pthread_mutex_lock(&s->lock);	/* the consumer reads l->filling */
+		if (l->filling == sl) {
+			l->filling = NULL;	/* issue nothing more for it */
 			sl->issued = true;
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
-	rd->next = s->free_reads;
-	s->free_reads = rd;
+	rd->next = l->free_reads;
+	l->free_reads = rd;
 	if (!--sl->pending && sl->issued)
 		batch_finish(s, sl, false);
 }
@@ -395,8 +418,8 @@ static void readahead_batch(struct pm_stream *s, struct slot *sl)
 	}
 }
 
-/* Pick the next batch from the plan into a free slot; false when none. */
-static bool batch_start(struct pm_stream *s)
+/* Pick the next batch from the plan into a free slot for lane l; false when none. */
+static bool batch_start(struct pm_stream *s, struct lane *l)
 {
 	struct slot *sl = free_slot(s);
 	uint64_t span, cur = 0;
@@ -480,19 +503,19 @@ static bool batch_start(struct pm_stream *s)
 		batch_finish(s, sl, true);
 		return true;
 	}
-	readahead_batch(s, sl);
-	s->filling = sl;
+	l->ra = sl;	/* asked for once s->lock is dropped: it may block */
+	l->filling = sl;
 	return true;
 }
 
-/* Queue the next read of the filling batch; false when its file must wait for a table entry. */
-static bool issue_one(struct pm_stream *s)
+/* Queue the next read of lane l's batch; false when its file must wait for a table entry. */
+static bool issue_one(struct pm_stream *s, struct lane *l)
 {
-	struct slot *sl = s->filling;
+	struct slot *sl = l->filling;
 	const struct pm_place *pl = &sl->place[sl->next_item];
 	const struct pm_batch_item *it = &sl->items[sl->next_item];
 	const struct pm_sfile *f = &s->fs.f[it->path_id];
-	struct pm_read *rd = s->free_reads;
+	struct pm_read *rd = l->free_reads;
 	uint64_t chunk = s->o.chunk_bytes, len, data_end;
 	bool open = false;
 	int fd;
@@ -502,7 +525,7 @@ static bool issue_one(struct pm_stream *s)
 		if (fd < 0)
 			return false;	/* -EBUSY: every entry has reads in flight */
 	} else {
-		fd = s->rd.files_registered ? (int)it->path_id : f->fd;
+		fd = l->rd.files_registered ? (int)it->path_id : f->fd;
 	}
 
 	if (f->align) {
@@ -515,14 +538,14 @@ static bool issue_one(struct pm_stream *s)
 		len = chunk;
 	data_end = pl->data_slot - pl->read_slot + it->length;
 
-	s->free_reads = rd->next;
+	l->free_reads = rd->next;
 	if (!s->t_first_read)
 		s->t_first_read = now_ns();	/* under s->lock (fill) */
 	rd->fd = fd;
-	rd->fixed_file = s->rd.files_registered;
+	rd->fixed_file = l->rd.files_registered;
 	rd->open_path = open ? s->m->paths[it->path_id] : NULL;
 	rd->open_err = 0;
-	rd->buf_index = sl->buf_index;
+	rd->buf_index = l->buf_index[sl->b.slot];
 	rd->align = f->align;
 	rd->off = pl->read_off + sl->next_rel;
 	rd->dst = (char *)sl->b.host + pl->read_slot + sl->next_rel;
@@ -533,29 +556,29 @@ static bool issue_one(struct pm_stream *s)
 	rd->owner = sl;
 	rd->owner_item = sl->next_item;
 	sl->pending++;
-	pm_reader_queue(&s->rd, rd);
+	pm_reader_queue(&l->rd, rd);
 
 	sl->next_rel += len;
 	if (sl->next_rel == pl->read_len) {
 		sl->next_rel = 0;
 		if (++sl->next_item == sl->b.nitems) {
 			sl->issued = true;
-			s->filling = NULL;
+			l->filling = NULL;
 		}
 	}
 	return true;
 }
 
-/* Queue reads while there is room; called with s->lock held. */
-static void fill(struct pm_stream *s)
+/* Queue lane l's reads while it has room; called with s->lock held. */
+static void fill(struct pm_stream *s, struct lane *l)
 {
-	while (s->free_reads && !stopping(s)) {
-		if (!s->filling) {
-			if (!can_start(s) || !batch_start(s))
-				break;
+	while (l->free_reads && !stopping(s)) {
+		if (!l->filling) {
+			if (l->ra || !can_start(s) || !batch_start(s, l))
+				break;	/* one readahead at a time, outside s->lock */
 			continue;
 		}
-		if (!issue_one(s))
+		if (!issue_one(s, l))
 			break;
 	}
 }
@@ -581,24 +604,37 @@ static void poll_copies(struct pm_stream *s)
 	}
 }
 
-static int reader_setup(struct pm_stream *s)
+/* The lane's share of opts.qd, the stream's most reads in flight. */
+static unsigned int lane_qd(const struct pm_stream *s, const struct lane *l)
 {
-	int ret = pm_reader_init(&s->rd, s->o.qd);
+	uint32_t i = (uint32_t)(l - s->lanes);
+
+	return s->o.qd / s->nlanes + (i < s->o.qd % s->nlanes);
+}
+
+/* The lane's ring, its files and buffer registered; -errno with err set. */
+static int lane_setup(struct lane *l, char *err, size_t errlen)
+{
+	struct pm_stream *s = l->s;
+	unsigned int qd = lane_qd(s, l);
+	int ret = pm_reader_init(&l->rd, qd);
 
 	if (ret) {
-		snprintf(s->reader_errmsg, sizeof(s->reader_errmsg),
-			 "io_uring_queue_init(%u): %s", s->o.qd, strerror(-ret));
+		snprintf(err, errlen, "io_uring_queue_init(%u): %s", qd, strerror(-ret));
 		return ret;
 	}
-	ret = pm_sfiles_register(&s->fs, &s->rd, s->reader_errmsg, sizeof(s->reader_errmsg));
+	/* one lane: io_uring's workers copy on the other cores (pm_reader_queue) */
+	l->rd.punt_buffered = s->nlanes == 1;
+	ret = pm_sfiles_register(&s->fs, &l->rd, err, errlen);
 	if (ret)
 		return ret;
-	pm_reader_register_buf(&s->rd, s->buf, s->stride);
-	for (uint32_t i = 0; i < s->nslots; i++) {
-		struct slot *sl = &s->slots[i];
-
-		sl->buf_index = pm_reader_buf_index(&s->rd,
+	pm_reader_register_buf(&l->rd, s->buf, s->stride);
+	for (uint32_t i = 0; i < s->nslots; i++)
+		l->buf_index[i] = pm_reader_buf_index(&l->rd,
 			(char *)pm_buf_ptr(s->buf) + (size_t)i * s->stride, s->stride);
+	for (uint32_t i = 0; i < qd; i++) {
+		l->reads[i].next = l->free_reads;
+		l->free_reads = &l->reads[i];
 	}
 	return 0;
 }
@@ -617,37 +653,74 @@ static void wait_briefly(struct pm_stream *s)
 	pthread_cond_timedwait(&s->reader_cv, &s->lock, &ts);
 }
 
-static void *reader_main(void *arg)
+/* A lane's thread is done: the last one out ends the reading (s->lock held). */
+static void lane_exit(struct pm_stream *s)
 {
-	struct pm_stream *s = arg;
-	struct pm_reader *r = &s->rd;
-	int ret = reader_setup(s), fails = 0;
+	if (++s->lanes_exited == s->nlanes)
+		s->reader_exited = true;
+	pthread_cond_broadcast(&s->consumer_cv);
+	pthread_cond_broadcast(&s->reader_cv);
+}
+
+static void *lane_main(void *arg)
+{
+	struct lane *l = arg;
+	struct pm_stream *s = l->s;
+	struct pm_reader *r = &l->rd;
+	char err[ERRLEN], name[16];
+	int ret, fails = 0;
+
+	/* top -H, perf and the tests tell the readers by name */
+	snprintf(name, sizeof(name), "pinmem-read%u", (unsigned int)(l - s->lanes));
+	pthread_setname_np(pthread_self(), name);
+	ret = lane_setup(l, err, sizeof(err));
 
 	pthread_mutex_lock(&s->lock);
-	s->setup_done = true;
-	s->setup_err = ret;
+	if (ret && !s->setup_err) {
+		s->setup_err = ret;
+		snprintf(s->reader_errmsg, sizeof(s->reader_errmsg), "%s", err);
+	}
+	s->lanes_setup++;
 	pthread_cond_broadcast(&s->consumer_cv);
-	if (ret) {
-		s->reader_exited = true;
+	/* every lane's ring exists before any reads: create fails as a whole */
+	while (s->lanes_setup < s->nlanes && !s->stop)
+		pthread_cond_wait(&s->reader_cv, &s->lock);
+	if (s->setup_err) {
+		lane_exit(s);
 		pthread_mutex_unlock(&s->lock);
+		pm_reader_exit(r);	/* nothing was queued on it */
 		return NULL;
 	}
 	for (;;) {
-		fill(s);
+		fill(s, l);
+		if (l->ra) {
+			struct slot *sl = l->ra;
+
+			/* WILLNEED submits the batch's reads from the disk: not under s->lock */
+			l->ra = NULL;
+			pthread_mutex_unlock(&s->lock);
+			readahead_batch(s, sl);
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
 		if (!r->inflight) {
 			uint64_t t0;
 
-			if (s->stop || ((s->plan_done || s->halt) && !s->filling))
+			if (s->stop || ((s->plan_done || s->halt) && !l->filling))
 				break;
 			/* nothing in flight and nothing to start: all slots busy */
 			t0 = now_ns();
+			if (++s->lanes_idle == s->nlanes)
+				s->t_idle0 = t0;
 			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt) {
 				if (s->slot_pending)
 					wait_briefly(s);	/* an event to poll */
 				else
 					pthread_cond_wait(&s->reader_cv, &s->lock);
 			}
-			s->reader_wait_ns += now_ns() - t0;
+			/* the readers waited while every lane did */
+			if (s->lanes_idle-- == s->nlanes)
+				s->reader_wait_ns += now_ns() - s->t_idle0;
 			continue;
 		}
 		pthread_mutex_unlock(&s->lock);
@@ -656,9 +729,12 @@ static void *reader_main(void *arg)
 			/* the kernel holds reads into our slots: retry, do not leave */
 			if (++fails == 1000) {
 				pthread_mutex_lock(&s->lock);
-				s->reader_err = ret;
-				snprintf(s->reader_errmsg, sizeof(s->reader_errmsg),
-					 "io_uring_enter: %s", strerror(-ret));
+				l->ring_failed = true;
+				if (!s->reader_err) {
+					s->reader_err = ret;
+					snprintf(s->reader_errmsg, sizeof(s->reader_errmsg),
+						 "io_uring_enter: %s", strerror(-ret));
+				}
 				set_stop(s);
 				break;
 			}
@@ -666,14 +742,13 @@ static void *reader_main(void *arg)
 		} else {
 			fails = 0;
 		}
-		pm_reader_reap(r, read_done, s);
+		pm_reader_reap(r, read_done, l);
 		pthread_mutex_lock(&s->lock);
 		poll_copies(s);
 	}
-	s->reader_exited = true;
-	pthread_cond_broadcast(&s->consumer_cv);
+	lane_exit(s);
 	pthread_mutex_unlock(&s->lock);
-	if (!s->reader_err)
+	if (!l->ring_failed)
 		pm_reader_exit(r);
 	return NULL;
 }
@@ -728,8 +803,11 @@ static struct slot *pick(struct pm_stream *s)
 
 static bool stream_over(struct pm_stream *s)
 {
-	if (!(s->plan_done || s->halt || s->reader_exited) || s->filling)
+	if (!(s->plan_done || s->halt || s->reader_exited))
 		return false;
+	for (uint32_t i = 0; i < s->nlanes; i++)
+		if (s->lanes[i].filling)
+			return false;
 	for (uint32_t i = 0; i < s->nslots; i++)
 		if (in_flight(&s->slots[i]))
 			return false;
@@ -963,9 +1041,11 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 		else if (!s->fs.f[i].open_err)
 			st->files_buffered++;
 	}
-	st->ring_flags = s->rd.flags;
-	pm_reader_flag_names(s->rd.flags, st->ring_setup, sizeof(st->ring_setup));
-	snprintf(st->ring_note, sizeof(st->ring_note), "%s", s->rd.note);
+	/* every lane's ring is set up alike; the first tells */
+	st->ring_flags = s->lanes[0].rd.flags;
+	pm_reader_flag_names(st->ring_flags, st->ring_setup, sizeof(st->ring_setup));
+	snprintf(st->ring_note, sizeof(st->ring_note), "%s", s->lanes[0].rd.note);
+	st->readers = s->nlanes;
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
 	st->pin = pm_buf_pin_mode(s->buf);
@@ -1014,6 +1094,10 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 		return pm_ctx_error(ctx, -EINVAL, "slots %u: at most %u", o->slots, MAX_SLOTS);
 	if (o->qd > MAX_QD)
 		return pm_ctx_error(ctx, -EINVAL, "queue depth %u: at most %u", o->qd, MAX_QD);
+	if (o->readers > MAX_LANES || o->readers > o->qd)
+		return pm_ctx_error(ctx, -EINVAL,
+				    "readers %u: at most %u, and no more than the queue depth (%u)",
+				    o->readers, MAX_LANES, o->qd);
 	if (o->chunk_bytes < 4096 || (o->chunk_bytes & 4095) || o->chunk_bytes > (1U << 30))
 		return pm_ctx_error(ctx, -EINVAL,
 				    "chunk size %u: a multiple of 4096 up to 1 GiB",
@@ -1027,7 +1111,7 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 		return pm_ctx_error(ctx, -EINVAL,
 				    "unknown direct, on_error, order, shard_pad or handoff value");
 	for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
-		if (o->reserved[i])
+		if (o->reserved[i] || o->reserved32)
 			return pm_ctx_error(ctx, -EINVAL,
 					    "pm_stream_opts: reserved options must be zero (a program built for a newer libpinmem than %s?)",
 					    pm_version());
@@ -1102,6 +1186,66 @@ static void totals(struct pm_stream *s)
 	}
 }
 
+/*
+ * How many lanes read.  Buffered reads copy out of the page cache in the
+ * thread that issues them: a lane per CPU this process may run on copies on
+ * every core at once, where one thread (or io_uring's workers handing every
+ * read back to it) was no faster than a pread loop.  At most DEF_LANES_MAX:
+ * past that memory bandwidth, not cores, limits the copy.  Files opened as
+ * they are read (fs.lazy) live in one ring's table of direct descriptors:
+ * one lane.
+ */
+static uint32_t lane_count(const struct pm_stream *s)
+{
+	cpu_set_t cpus;
+	uint32_t n = s->o.readers;
+
+	if (s->fs.lazy)
+		return 1;
+	if (!n) {
+		n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (uint32_t)CPU_COUNT(&cpus);
+		if (n > DEF_LANES_MAX)
+			n = DEF_LANES_MAX;
+	}
+	if (n > s->o.qd)
+		n = s->o.qd;	/* a lane has at least one read in flight */
+	return n ? n : 1;
+}
+
+/* Start the lanes' threads; each sets up its ring (create waits for them). */
+static int lanes_start(struct pm_stream *s)
+{
+	s->nlanes = lane_count(s);
+	s->lanes = calloc(s->nlanes, sizeof(*s->lanes));
+	if (!s->lanes)
+		return pm_ctx_error(s->ctx, -ENOMEM, "no memory for %u reader lanes", s->nlanes);
+	for (uint32_t i = 0; i < s->nlanes; i++) {
+		struct lane *l = &s->lanes[i];
+
+		l->s = s;
+		l->reads = calloc(lane_qd(s, l), sizeof(*l->reads));
+		l->buf_index = calloc(s->nslots, sizeof(*l->buf_index));
+		if (!l->reads || !l->buf_index)
+			return pm_ctx_error(s->ctx, -ENOMEM, "no memory for %u reader lanes",
+					    s->nlanes);
+	}
+	for (uint32_t i = 0; i < s->nlanes; i++) {
+		int ret = pthread_create(&s->lanes[i].thread, NULL, lane_main, &s->lanes[i]);
+
+		if (ret) {
+			/* the started lanes wait for every ring; let them go */
+			pthread_mutex_lock(&s->lock);
+			set_stop(s);
+			pthread_cond_broadcast(&s->reader_cv);
+			pthread_mutex_unlock(&s->lock);
+			return pm_ctx_error(s->ctx, -ret, "cannot start reader thread %u of %u",
+					    i + 1, s->nlanes);
+		}
+		s->lanes[i].started = true;
+	}
+	return 0;
+}
+
 int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		     const struct pm_stream_opts *opts, struct pm_stream **sp)
 {
@@ -1140,8 +1284,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	s->copies = s->backend && s->o.handoff != PM_HANDOFF_HOST;
 
 	s->slots = calloc(s->o.slots, sizeof(*s->slots));
-	s->reads = calloc(s->o.qd, sizeof(*s->reads));
-	if (!s->slots || !s->reads) {
+	if (!s->slots) {
 		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for a stream of %u slots",
 				   s->o.slots);
 		goto fail;
@@ -1206,19 +1349,11 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 				goto fail;
 		}
 	}
-	for (uint32_t i = 0; i < s->o.qd; i++) {
-		s->reads[i].next = s->free_reads;
-		s->free_reads = &s->reads[i];
-	}
-
-	ret = pthread_create(&s->thread, NULL, reader_main, s);
-	if (ret) {
-		ret = pm_ctx_error(ctx, -ret, "cannot start the reader thread");
+	ret = lanes_start(s);
+	if (ret)
 		goto fail;
-	}
-	s->thread_started = true;
 	pthread_mutex_lock(&s->lock);
-	while (!s->setup_done)
+	while (s->lanes_setup < s->nlanes)
 		pthread_cond_wait(&s->consumer_cv, &s->lock);
 	ret = s->setup_err;
 	pthread_mutex_unlock(&s->lock);
@@ -1249,12 +1384,14 @@ void pm_stream_destroy(struct pm_stream *s)
 		return;
 	/* in a forked child the reader thread, the slots and the events are the parent's */
 	forked = pm_ctx_forked(s->ctx);
-	if (s->thread_started && !forked) {
+	if (s->lanes && !forked) {
 		pthread_mutex_lock(&s->lock);
 		set_stop(s);
 		pthread_cond_broadcast(&s->reader_cv);
 		pthread_mutex_unlock(&s->lock);
-		pthread_join(s->thread, NULL);
+		for (uint32_t i = 0; i < s->nlanes; i++)
+			if (s->lanes[i].started)
+				pthread_join(s->lanes[i].thread, NULL);
 	}
 	for (uint32_t i = 0; s->slots && i < s->o.slots; i++) {
 		struct slot *sl = &s->slots[i];
@@ -1275,7 +1412,11 @@ void pm_stream_destroy(struct pm_stream *s)
 	pm_sfiles_close(&s->fs);
 	pm_plan_free(&s->plan);
 	free(s->slots);
-	free(s->reads);
+	for (uint32_t i = 0; s->lanes && i < s->nlanes; i++) {
+		free(s->lanes[i].reads);
+		free(s->lanes[i].buf_index);
+	}
+	free(s->lanes);
 	/* a child's copies may list the parent's waiters: destroying them would block */
 	if (!forked) {
 		pthread_mutex_destroy(&s->lock);

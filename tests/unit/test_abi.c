@@ -17,9 +17,9 @@
 #include "pinmem_stream.h"
 
 _Static_assert(sizeof(struct pm_stream_opts) == 152, "pm_stream_opts layout changed");
-_Static_assert(offsetof(struct pm_stream_opts, reserved) == 88, "pm_stream_opts grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_opts, reserved) == 96, "pm_stream_opts grew outside reserved");
 _Static_assert(sizeof(struct pm_stream_stats) == 568, "pm_stream_stats layout changed");
-_Static_assert(offsetof(struct pm_stream_stats, reserved) == 440, "pm_stream_stats grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_stats, reserved) == 448, "pm_stream_stats grew outside reserved");
 _Static_assert(sizeof(struct pm_open_opts) == 80, "pm_open_opts layout changed");
 _Static_assert(sizeof(struct pm_buf_opts) == 56, "pm_buf_opts layout changed");
 _Static_assert(sizeof(struct pm_batch) == 64, "pm_batch layout changed");
@@ -56,17 +56,22 @@ static void test_reserved(void **state)
 	pm_stream_opts_init(&o);
 	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
 		assert_int_equal(o.reserved[i], 0);
-	o.reserved[7] = 1;	/* an option of a newer header */
+	o.reserved[6] = 1;	/* an option of a newer header */
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "reserved options must be zero"));
+	o.reserved[6] = 0;
+	o.reserved32 = 1;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "reserved options must be zero"));
 
-	o.reserved[7] = 0;
+	o.reserved32 = 0;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
 	while (!pm_stream_next(s, &b) && b)
 		pm_stream_release(s, b);
 	memset(&st, 0xff, sizeof(st));
 	assert_int_equal(pm_stream_stats(s, &st), 0);
 	assert_int_equal(st.items, 1);
+	assert_int_equal(st.reserved32, 0);
 	for (size_t i = 0; i < sizeof(st.reserved) / sizeof(st.reserved[0]); i++)
 		assert_int_equal(st.reserved[i], 0);
 	pm_stream_destroy(s);

@@ -14,11 +14,13 @@
  * Built a second time with PM_TEST_MODULE ($(O)/vm/test_stream_module) to run
  * in the VM against the real /dev/pinmem instead of the stand-in module.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -496,6 +498,127 @@ static void test_as_completed(void **state)
 	for (int i = 0; i < 200; i++)
 		assert_int_equal(counts[i], 1);
 	finish(ctx, m, s);
+}
+
+/* PF_IO_WORKER in a task's flags (/proc/.../stat field 9): an io_uring worker. */
+static bool io_worker(const char *tid)
+{
+	char path[64], buf[512], *p;
+	unsigned long flags = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%.20s/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;	/* exited meanwhile: not a reader lane */
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return true;
+	return flags & 0x10;
+}
+
+/*
+ * Threads of this process named pinmem-read<N>: the stream's reader lanes.
+ * An io_uring worker starts with the name of the thread it works for and
+ * renames itself only once it runs: not counted.
+ */
+static int reader_threads(void)
+{
+	char path[64], comm[32];
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%.20s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;	/* exited meanwhile */
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "pinmem-read", 11) &&
+		    !io_worker(e->d_name))
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Several reader lanes, each with its own ring and share of qd: every byte
+ * right in order and as completed, over epochs, and as many reader threads
+ * as asked for (capped by qd; the default is the CPUs, at most 4).
+ */
+static void test_readers(void **state)
+{
+	static const uint32_t readers[] = { 1, 2, 3, 5 };
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(400, 11, 150000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	uint32_t counts[400];
+	cpu_set_t cpus;
+	uint32_t ncpu;
+
+	for (size_t k = 0; k < sizeof(readers) / sizeof(readers[0]); k++) {
+		for (int order = 0; order < 2; order++) {
+			pm_stream_opts_init(&o);
+			o.direct = PM_DIRECT_OFF;
+			o.readers = readers[k];
+			o.qd = 6;
+			o.slots = 5;
+			o.epochs = 2;
+			o.batch_bytes = 512 << 10;
+			o.order = order ? PM_ORDER_AS_COMPLETED : PM_ORDER_IN_ORDER;
+			memset(counts, 0, sizeof(counts));
+			s = stream_ok(ctx, m, &o);
+			assert_int_equal(reader_threads(), (int)readers[k]);
+			if (order) {
+				struct pm_batch *b;
+
+				while (!pm_stream_next(s, &b) && b) {
+					check_batch(m, b);
+					for (uint32_t i = 0; i < b->nitems; i++)
+						counts[b->items[i].index]++;
+					pm_stream_release(s, b);
+				}
+			} else {
+				consume(s, m, counts, NULL, NULL);
+			}
+			for (int i = 0; i < 400; i++)
+				assert_int_equal(counts[i], 2);
+			assert_int_equal(pm_stream_stats(s, &st), 0);
+			assert_int_equal(st.readers, readers[k]);
+			assert_int_equal(st.failed_batches, 0);
+			pm_stream_destroy(s);
+			assert_int_equal(reader_threads(), 0);
+		}
+	}
+
+	/* the default: a lane per CPU this process may use, at most 4 */
+	assert_int_equal(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+	ncpu = (uint32_t)CPU_COUNT(&cpus);
+	pm_stream_opts_init(&o);
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.readers, ncpu < 4 ? ncpu : 4);
+	pm_stream_destroy(s);
+
+	/* more readers than reads in flight, or than 64: refused with a sentence */
+	o.readers = 7;
+	o.qd = 6;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "readers 7: at most 64, and no more than the queue depth (6)"));
+	o.readers = 65;
+	o.qd = 4096;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+	finish(ctx, m, NULL);
 }
 
 /*
@@ -1664,6 +1787,7 @@ int main(void)
 		cmocka_unit_test(test_epochs_shuffle),
 		cmocka_unit_test(test_sharding_exactly_once),
 		cmocka_unit_test(test_as_completed),
+		cmocka_unit_test(test_readers),
 		cmocka_unit_test(test_stop_as_completed),
 		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_held_batch_untouched),

@@ -41,6 +41,8 @@ static const char usage_text[] =
 "  --slots N             pinned slots in the ring [4]\n"
 "  --prefetch N          batches read ahead of the consumer [slots]\n"
 "  --qd N                reads in flight [32]\n"
+"  --readers N           reader threads, each with its own ring and a share\n"
+"                        of --qd [the CPUs it may run on, at most 4]\n"
 "  --chunk SIZE          largest single read; large items are split [1M]\n"
 "  --direct auto|on|off  O_DIRECT where possible / always / never [auto]\n"
 "  --backend auto|cuda|host|none  copy backend [auto; none for --compare]\n"
@@ -217,7 +219,7 @@ struct pm_ctx *ps_open(enum pm_backend_kind backend, uint32_t device)
 
 enum {
 	OPT_MANIFEST = 256, OPT_ITEM_BYTES, OPT_BATCH_BYTES, OPT_BATCH_ITEMS,
-	OPT_SLOTS, OPT_PREFETCH, OPT_QD, OPT_CHUNK, OPT_DIRECT, OPT_BACKEND,
+	OPT_SLOTS, OPT_PREFETCH, OPT_QD, OPT_READERS, OPT_CHUNK, OPT_DIRECT, OPT_BACKEND,
 	OPT_PIN, OPT_EPOCHS, OPT_SHUFFLE, OPT_SEED, OPT_RANK, OPT_WORLD,
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY, OPT_TAR,
@@ -233,6 +235,7 @@ static const struct option longopts[] = {
 	{ "slots", required_argument, NULL, OPT_SLOTS },
 	{ "prefetch", required_argument, NULL, OPT_PREFETCH },
 	{ "qd", required_argument, NULL, OPT_QD },
+	{ "readers", required_argument, NULL, OPT_READERS },
 	{ "chunk", required_argument, NULL, OPT_CHUNK },
 	{ "direct", required_argument, NULL, OPT_DIRECT },
 	{ "backend", required_argument, NULL, OPT_BACKEND },
@@ -403,6 +406,7 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 		case OPT_SLOTS: ret = u32_arg(c, arg, 1, 4096, &a->so.slots); break;
 		case OPT_PREFETCH: ret = u32_arg(c, arg, 1, 4096, &a->so.prefetch); break;
 		case OPT_QD: ret = u32_arg(c, arg, 1, 4096, &a->so.qd); break;
+		case OPT_READERS: ret = u32_arg(c, arg, 1, 64, &a->so.readers); break;
 		case OPT_CHUNK:
 			ret = size_arg(c, arg, 4096, 1ULL << 30, &v);
 			if (!ret && (v & 4095))

@@ -89,9 +89,9 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 	       (unsigned long long)st->batches, a->so.epochs, a->so.epochs == 1 ? "" : "s",
 	       ret ? " (stopped by an error)" : "");
 	files_line(s, st);
-	printf("  %-12s %u x %s, pin %s, backend %s%s, io_uring %s\n", "slots", st->slots,
-	       ps_bytes(st->slot_bytes, b2, sizeof(b2)), pm_pin_mode_name(st->pin),
-	       ci.backend, dev, st->ring_setup);
+	printf("  %-12s %u x %s, pin %s, backend %s%s, %u reader%s, io_uring %s\n", "slots",
+	       st->slots, ps_bytes(st->slot_bytes, b2, sizeof(b2)), pm_pin_mode_name(st->pin),
+	       ci.backend, dev, st->readers, st->readers == 1 ? "" : "s", st->ring_setup);
 	numa_line(st);
 	if (st->pin != PM_PIN_MODULE && ci.module_note[0])
 		printf("  %-12s not pinned by /dev/pinmem: %s\n", "", ci.module_note);
@@ -124,7 +124,7 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       "\"elapsed_s\":%.6f,\"gbps\":%.4f,\"io_s\":%.6f,\"io_gbps\":%.4f,"
 	       "\"consumer_wait_s\":%.6f,"
 	       "\"reader_wait_s\":%.6f,\"slots\":%u,\"slot_bytes\":%llu,\"pin\":\"%s\","
-	       "\"backend\":\"%s\",\"ring_flags\":\"%s\",\"files_direct\":%u,"
+	       "\"backend\":\"%s\",\"readers\":%u,\"ring_flags\":\"%s\",\"files_direct\":%u,"
 	       "\"files_buffered\":%u,\"device\":%u,\"numa_node\":%d,\"gpu_numa_node\":%d",
 	       (unsigned long long)st->bytes, (unsigned long long)st->read_bytes,
 	       (unsigned long long)st->items, (unsigned long long)st->batches,
@@ -132,7 +132,7 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       (unsigned long long)st->failed_items, st->elapsed_s, st->gbps, st->io_s,
 	       st->io_gbps, st->consumer_wait_s, st->reader_wait_s, st->slots,
 	       (unsigned long long)st->slot_bytes, pm_pin_mode_name(st->pin), ci.backend,
-	       st->ring_setup, st->files_direct,
+	       st->readers, st->ring_setup, st->files_direct,
 	       st->files_buffered, a->device, st->numa_node, st->gpu_numa_node);
 	lat_json("read_latency", &st->read_lat);
 	lat_json("copy_latency", &st->copy_lat);
