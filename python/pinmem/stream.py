@@ -64,7 +64,8 @@ class Stream:
     and load_state_dict() on a new Stream with the same arguments resume at
     batch k (the library has no seek yet: the k batches are read again and
     dropped).  Other keywords go to the library: slots, prefetch, qd,
-    chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
+    readers (reader threads, each with its own io_uring; default: the CPUs
+    the process may use, at most 4), chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
     order ("in_order"/"as_completed"), shard_pad ("exact"/"pad"/"drop"),
     no_crc, pin ("auto"/"module"/"mlock"/"none"), handoff
     ("copied"/"queued"/"host").

@@ -86,7 +86,7 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 				  "batch_items", "qd", "chunk_bytes", "epochs", "direct",
 				  "on_error", "order", "shuffle", "no_crc", "seed", "rank",
 				  "world_size", "shard_pad", "pin", "cuda_device",
-				  "views_on_device", "handoff", NULL };
+				  "views_on_device", "handoff", "readers", NULL };
 	PyObject *direct = NULL, *on_error = NULL, *order = NULL, *pad = NULL, *pin = NULL,
 		 *handoff = NULL;
 	PmContext *ctx;
@@ -97,12 +97,13 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	unsigned long long batch_bytes = 0, seed = 0;
 
 	pm_stream_opts_init(&o);
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipU", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipUI", kwlist,
 					 &PmContext_Type, &ctx, &PmManifest_Type, &m,
 					 &o.slots, &o.prefetch, &batch_bytes, &o.batch_items,
 					 &o.qd, &o.chunk_bytes, &o.epochs, &direct, &on_error,
 					 &order, &shuffle, &no_crc, &seed, &o.rank,
-					 &o.world_size, &pad, &pin, &dev, &on_dev, &handoff))
+					 &o.world_size, &pad, &pin, &dev, &on_dev, &handoff,
+					 &o.readers))
 		return -1;
 	if (self->s) {
 		PyErr_SetString(PyExc_RuntimeError, "pinmem: Stream is already open");
@@ -256,7 +257,7 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 	if (r < 0)
 		return pmpy_raise(self->ctx->ctx, r, "pm_stream_stats");
 	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:N,s:N,"
-			     "s:I,s:I,s:s,s:s,s:I,s:K,s:s,s:K,s:K}",
+			     "s:I,s:I,s:s,s:s,s:I,s:I,s:K,s:s,s:K,s:K}",
 			     "bytes", (unsigned long long)st.bytes,
 			     "read_bytes", (unsigned long long)st.read_bytes,
 			     "batches", (unsigned long long)st.batches,
@@ -269,7 +270,7 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 			     "read_lat", lat(&st.read_lat), "copy_lat", lat(&st.copy_lat),
 			     "files_direct", st.files_direct, "files_buffered", st.files_buffered,
 			     "ring_setup", st.ring_setup, "ring_note", st.ring_note,
-			     "slots", st.slots, "slot_bytes", (unsigned long long)st.slot_bytes,
+			     "readers", st.readers, "slots", st.slots, "slot_bytes", (unsigned long long)st.slot_bytes,
 			     "pin", pm_pin_mode_name(st.pin),
 			     "total_items", (unsigned long long)st.total_items,
 			     "total_bytes", (unsigned long long)st.total_bytes);

@@ -39,6 +39,24 @@ def test_every_item_equals_its_file(data_files):
     s.close()
 
 
+def test_readers(data_files):
+    want = file_bytes(data_files)
+    for n in (1, 3):
+        s = pinmem.Stream(data_files, batch_items=2, epochs=2, readers=n, qd=4,
+                          module=MODULE_MODE)
+        seen = []
+        for b in s:
+            with b:
+                for it, v in zip(b.items, b.views):
+                    assert bytes(memoryview(v)) == want[it[0]]
+                seen += [it[0] for it in b.items]
+        assert sorted(seen) == sorted(list(range(10)) * 2)
+        assert s.stats()["readers"] == n
+        s.close()
+    with pytest.raises(pinmem.Error, match="readers 5: at most 64, and no more than the queue depth"):
+        iter(pinmem.Stream(data_files, readers=5, qd=4, module=MODULE_MODE))
+
+
 def test_items_cut_from_files(data_files):
     want = file_bytes(data_files[:2])
     s = pinmem.Stream(data_files[:2], item_bytes=1000, batch_items=4, module=MODULE_MODE)
