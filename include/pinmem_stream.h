@@ -207,7 +207,7 @@ struct pm_stream_opts {
 	/*
 	 * Reader threads, each with its own io_uring and its share of qd; a
 	 * batch is read by one of them [the CPUs this process may run on, at
-	 * most 4; 1 for datasets of more files than are opened at once].
+	 * most 4].
 	 * Buffered reads copy out of the page cache in these threads.
 	 */
 	uint32_t readers;

@@ -47,7 +47,8 @@ int pm_reader_init(struct pm_reader *r, unsigned int qd)
 	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
 		struct io_uring_params p = { .flags = tries[i] };
 
-		ret = io_uring_queue_init_params(qd, &r->ring, &p);
+		/* room for a read and the open linked before it, whatever qd */
+		ret = io_uring_queue_init_params(qd < 2 ? 2 : qd, &r->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}

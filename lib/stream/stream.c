@@ -48,6 +48,7 @@
 #define MAX_QD		4096
 #define DEF_LANES_MAX	4
 #define MAX_LANES	64
+_Static_assert(MAX_LANES <= PM_SFILE_PARTS, "a lazy file table part per lane");
 #define ERRLEN		384
 
 enum slot_state {
@@ -340,8 +341,12 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 	struct pm_stream *s = l->s;
 	struct slot *sl = rd->owner;
 
-	if (s->fs.lazy)
+	if (s->fs.lazy) {
+		/* the table is shared by the lanes */
+		pthread_mutex_lock(&s->lock);
 		pm_sfiles_put(&s->fs, sl->items[rd->owner_item].path_id, rd->open_err != 0);
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (res) {
 		const struct pm_batch_item *it = &sl->items[rd->owner_item];
 
@@ -521,9 +526,9 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	int fd;
 
 	if (s->fs.lazy) {
-		fd = pm_sfiles_get(&s->fs, it->path_id, &open);
+		fd = pm_sfiles_get(&s->fs, (uint32_t)(l - s->lanes), it->path_id, &open);
 		if (fd < 0)
-			return false;	/* -EBUSY: every entry has reads in flight */
+			return false;	/* -EBUSY: its table entries have reads in flight */
 	} else {
 		fd = l->rd.files_registered ? (int)it->path_id : f->fd;
 	}
@@ -569,8 +574,12 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	return true;
 }
 
-/* Queue lane l's reads while it has room; called with s->lock held. */
-static void fill(struct pm_stream *s, struct lane *l)
+/*
+ * Queue lane l's reads while it has room; called with s->lock held.  True
+ * when a read must wait for a file table entry: for one of the lane's own
+ * reads, or, when it has none in flight, for another lane's.
+ */
+static bool fill(struct pm_stream *s, struct lane *l)
 {
 	while (l->free_reads && !stopping(s)) {
 		if (!l->filling) {
@@ -579,8 +588,9 @@ static void fill(struct pm_stream *s, struct lane *l)
 			continue;
 		}
 		if (!issue_one(s, l))
-			break;
+			return true;
 	}
+	return false;
 }
 
 static void poll_copies(struct pm_stream *s)
@@ -625,7 +635,7 @@ static int lane_setup(struct lane *l, char *err, size_t errlen)
 	}
 	/* one lane: io_uring's workers copy on the other cores (pm_reader_queue) */
 	l->rd.punt_buffered = s->nlanes == 1;
-	ret = pm_sfiles_register(&s->fs, &l->rd, err, errlen);
+	ret = pm_sfiles_register(&s->fs, (uint32_t)(l - s->lanes), &l->rd, err, errlen);
 	if (ret)
 		return ret;
 	pm_reader_register_buf(&l->rd, s->buf, s->stride);
@@ -692,7 +702,8 @@ static void *lane_main(void *arg)
 		return NULL;
 	}
 	for (;;) {
-		fill(s, l);
+		bool blocked = fill(s, l);
+
 		if (l->ra) {
 			struct slot *sl = l->ra;
 
@@ -701,6 +712,10 @@ static void *lane_main(void *arg)
 			pthread_mutex_unlock(&s->lock);
 			readahead_batch(s, sl);
 			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		if (!r->inflight && blocked && !s->stop) {
+			wait_briefly(s);	/* another lane's reads hold the file */
 			continue;
 		}
 		if (!r->inflight) {
@@ -1192,16 +1207,13 @@ static void totals(struct pm_stream *s)
  * every core at once, where one thread (or io_uring's workers handing every
  * read back to it) was no faster than a pread loop.  At most DEF_LANES_MAX:
  * past that memory bandwidth, not cores, limits the copy.  Files opened as
- * they are read (fs.lazy) live in one ring's table of direct descriptors:
- * one lane.
+ * they are read (fs.lazy) need at least one entry of the table per lane.
  */
 static uint32_t lane_count(const struct pm_stream *s)
 {
 	cpu_set_t cpus;
 	uint32_t n = s->o.readers;
 
-	if (s->fs.lazy)
-		return 1;
 	if (!n) {
 		n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (uint32_t)CPU_COUNT(&cpus);
 		if (n > DEF_LANES_MAX)
@@ -1209,6 +1221,8 @@ static uint32_t lane_count(const struct pm_stream *s)
 	}
 	if (n > s->o.qd)
 		n = s->o.qd;	/* a lane has at least one read in flight */
+	if (s->fs.lazy && n > s->fs.table)
+		n = s->fs.table;
 	return n ? n : 1;
 }
 
@@ -1216,6 +1230,8 @@ static uint32_t lane_count(const struct pm_stream *s)
 static int lanes_start(struct pm_stream *s)
 {
 	s->nlanes = lane_count(s);
+	if (s->fs.lazy)
+		pm_sfiles_parts(&s->fs, s->nlanes);
 	s->lanes = calloc(s->nlanes, sizeof(*s->lanes));
 	if (!s->lanes)
 		return pm_ctx_error(s->ctx, -ENOMEM, "no memory for %u reader lanes", s->nlanes);

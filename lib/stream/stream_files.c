@@ -353,7 +353,6 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 	memset(fs, 0, sizeof(*fs));
 	fs->m = m;
 	fs->n = m->npaths;
-	fs->lru_head = fs->lru_tail = NONE;
 	fs->f = calloc(fs->n, sizeof(*fs->f));
 	fs->align = calloc(fs->n, sizeof(*fs->align));
 	if (!fs->f || !fs->align) {
@@ -381,13 +380,7 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 			snprintf(err, errlen, "no memory for a table of %u files", fs->table);
 			return -ENOMEM;
 		}
-		for (uint32_t i = 0; i < fs->table; i++) {
-			fs->entries[i].path = NONE;
-			fs->entries[i].prev = i ? i - 1 : NONE;
-			fs->entries[i].next = i + 1 < fs->table ? i + 1 : NONE;
-		}
-		fs->lru_head = 0;
-		fs->lru_tail = fs->table - 1;
+		pm_sfiles_parts(fs, 1);
 	}
 	if (fs->lazy)
 		return check_lazy(fs, skip, err, errlen);
@@ -412,17 +405,40 @@ void pm_sfiles_close(struct pm_stream_files *fs)
 	fs->entries = NULL;
 }
 
-int pm_sfiles_register(struct pm_stream_files *fs, struct pm_reader *r,
+void pm_sfiles_parts(struct pm_stream_files *fs, uint32_t n)
+{
+	uint32_t base = 0;
+
+	fs->nparts = n;
+	for (uint32_t p = 0; p < n; p++) {
+		struct pm_fpart *pt = &fs->parts[p];
+
+		pt->base = base;
+		pt->size = fs->table / n + (p < fs->table % n);
+		pt->lru_head = base;
+		pt->lru_tail = base + pt->size - 1;
+		for (uint32_t i = base; i < base + pt->size; i++) {
+			fs->entries[i].path = NONE;
+			fs->entries[i].refs = 0;
+			fs->entries[i].opening = false;
+			fs->entries[i].prev = i > base ? i - 1 : NONE;
+			fs->entries[i].next = i + 1 < base + pt->size ? i + 1 : NONE;
+		}
+		base += pt->size;
+	}
+}
+
+int pm_sfiles_register(struct pm_stream_files *fs, uint32_t part, struct pm_reader *r,
 		       char *err, size_t errlen)
 {
 	int *fds, ret;
 
 	if (fs->lazy) {
-		ret = pm_reader_register_table(r, fs->table);
+		ret = pm_reader_register_table(r, fs->parts[part].size);
 		if (ret)
 			snprintf(err, errlen,
 				 "io_uring file table of %u entries for %u files opened as they are read: %s",
-				 fs->table, fs->n, strerror(-ret));
+				 fs->parts[part].size, fs->n, strerror(-ret));
 		return ret;
 	}
 	fds = malloc(fs->n * sizeof(*fds));
@@ -437,18 +453,28 @@ int pm_sfiles_register(struct pm_stream_files *fs, struct pm_reader *r,
 	return 0;
 }
 
+static struct pm_fpart *part_of(struct pm_stream_files *fs, uint32_t e)
+{
+	uint32_t p = 0;
+
+	while (e >= fs->parts[p].base + fs->parts[p].size)
+		p++;
+	return &fs->parts[p];
+}
+
 static void lru_unlink(struct pm_stream_files *fs, uint32_t e)
 {
 	struct pm_fentry *x = &fs->entries[e];
+	struct pm_fpart *pt = part_of(fs, e);
 
 	if (x->prev != NONE)
 		fs->entries[x->prev].next = x->next;
 	else
-		fs->lru_head = x->next;
+		pt->lru_head = x->next;
 	if (x->next != NONE)
 		fs->entries[x->next].prev = x->prev;
 	else
-		fs->lru_tail = x->prev;
+		pt->lru_tail = x->prev;
 	x->prev = x->next = NONE;
 }
 
@@ -456,43 +482,55 @@ static void lru_unlink(struct pm_stream_files *fs, uint32_t e)
 static void lru_add(struct pm_stream_files *fs, uint32_t e, bool first)
 {
 	struct pm_fentry *x = &fs->entries[e];
+	struct pm_fpart *pt = part_of(fs, e);
 
 	if (first) {
 		x->prev = NONE;
-		x->next = fs->lru_head;
-		if (fs->lru_head != NONE)
-			fs->entries[fs->lru_head].prev = e;
+		x->next = pt->lru_head;
+		if (pt->lru_head != NONE)
+			fs->entries[pt->lru_head].prev = e;
 		else
-			fs->lru_tail = e;
-		fs->lru_head = e;
+			pt->lru_tail = e;
+		pt->lru_head = e;
 	} else {
 		x->next = NONE;
-		x->prev = fs->lru_tail;
-		if (fs->lru_tail != NONE)
-			fs->entries[fs->lru_tail].next = e;
+		x->prev = pt->lru_tail;
+		if (pt->lru_tail != NONE)
+			fs->entries[pt->lru_tail].next = e;
 		else
-			fs->lru_head = e;
-		fs->lru_tail = e;
+			pt->lru_head = e;
+		pt->lru_tail = e;
 	}
 }
 
-int pm_sfiles_get(struct pm_stream_files *fs, uint32_t id, bool *open)
+int pm_sfiles_get(struct pm_stream_files *fs, uint32_t part, uint32_t id, bool *open)
 {
+	struct pm_fpart *pt = &fs->parts[part];
 	struct pm_sfile *f = &fs->f[id];
 	struct pm_fentry *x;
 	uint32_t e;
 
 	*open = false;
 	if (f->entry >= 0) {
-		x = &fs->entries[f->entry];
+		e = (uint32_t)f->entry;
+		x = &fs->entries[e];
 		/* a read issued before the open completed would find another file */
 		if (x->opening)
 			return -EBUSY;
-		if (!x->refs++)
-			lru_unlink(fs, (uint32_t)f->entry);
-		return f->entry;
+		if (e - pt->base < pt->size) {
+			if (!x->refs++)
+				lru_unlink(fs, e);
+			return (int)(e - pt->base);
+		}
+		/* open in another lane's ring: taken over once its reads there are done */
+		if (x->refs)
+			return -EBUSY;
+		lru_unlink(fs, e);
+		x->path = NONE;
+		lru_add(fs, e, true);
+		f->entry = -1;
 	}
-	e = fs->lru_head;
+	e = pt->lru_head;
 	if (e == NONE)
 		return -EBUSY;
 	x = &fs->entries[e];
@@ -505,7 +543,7 @@ int pm_sfiles_get(struct pm_stream_files *fs, uint32_t id, bool *open)
 	f->entry = (int32_t)e;
 	fs->opens++;
 	*open = true;
-	return (int)e;
+	return (int)(e - pt->base);
 }
 
 void pm_sfiles_put(struct pm_stream_files *fs, uint32_t id, bool open_failed)

@@ -13,9 +13,14 @@
  * slot is planned before a file is opened, so its O_DIRECT alignment is
  * unknown.
  *
- * Every call is made by the stream's reader thread except open, close and
- * the queries, which the stream makes while the reader thread does not run
- * or under the stream's lock.
+ * A stream with several reader lanes splits the table into one part per
+ * lane (each ring has its own table of direct descriptors).  A file open in
+ * another lane's part is taken over once no read of it is in flight there:
+ * forgotten in that part (its ring closes it when the entry is reused) and
+ * opened again in the asking lane's.
+ *
+ * get and put are called under the stream's lock (from any lane); open,
+ * parts, close and the queries while no lane runs.
  */
 #ifndef PM_STREAM_FILES_H
 #define PM_STREAM_FILES_H
@@ -46,6 +51,14 @@ struct pm_fentry {
 };
 
 #define PM_SFILE_NOTES 16
+#define PM_SFILE_PARTS 64
+
+/* One lane's part of the lazy table: entries [base, base + size). */
+struct pm_fpart {
+	uint32_t base, size;
+	uint32_t lru_head;	/* least recently used idle entry, UINT32_MAX: none */
+	uint32_t lru_tail;
+};
 
 struct pm_stream_files {
 	const struct pm_manifest *m;
@@ -55,8 +68,8 @@ struct pm_stream_files {
 	bool lazy;
 	uint32_t table;		/* lazy: entries of the registered table */
 	struct pm_fentry *entries;
-	uint32_t lru_head;	/* least recently used idle entry, UINT32_MAX: none */
-	uint32_t lru_tail;
+	struct pm_fpart parts[PM_SFILE_PARTS];
+	uint32_t nparts;
 	uint64_t opens;		/* lazy: opens queued so far */
 	char notes[PM_SFILE_NOTES][160];	/* distinct notes; files keep an index */
 	uint32_t nnotes;
@@ -73,16 +86,19 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		   int direct, bool skip, char *err, size_t errlen);
 /* Close everything (files open at create; the table goes with the ring). */
 void pm_sfiles_close(struct pm_stream_files *fs);
-/* Register the files (or the lazy table) with r; -errno with err set. */
-int pm_sfiles_register(struct pm_stream_files *fs, struct pm_reader *r,
+/* Lazy: split the table into n parts (n <= the table's size, PM_SFILE_PARTS). */
+void pm_sfiles_parts(struct pm_stream_files *fs, uint32_t n);
+/* Register the files (or part `part` of the lazy table) with r; -errno with err set. */
+int pm_sfiles_register(struct pm_stream_files *fs, uint32_t part, struct pm_reader *r,
 		       char *err, size_t errlen);
 /*
- * Take a reference on path id for one read: the registered index (or fd)
- * to read from, and in *open whether the read must open it first.
- * -EBUSY when every table entry has reads in flight: retry after one
- * completes.
+ * Take a reference on path id for one read by the lane of `part`: the
+ * index in its ring's table (or the fd) to read from, and in *open whether
+ * the read must open it first.  -EBUSY when every entry of the part has
+ * reads in flight, or another part's reads of the file are in flight:
+ * retry after one completes.
  */
-int pm_sfiles_get(struct pm_stream_files *fs, uint32_t id, bool *open);
+int pm_sfiles_get(struct pm_stream_files *fs, uint32_t part, uint32_t id, bool *open);
 /* A read of path id finished; open_failed: its open failed (the entry is empty). */
 void pm_sfiles_put(struct pm_stream_files *fs, uint32_t id, bool open_failed);
 /* Why path id is read as it is ("" when with O_DIRECT). */
