@@ -47,8 +47,12 @@ int pm_reader_init(struct pm_reader *r, unsigned int qd)
 	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
 		struct io_uring_params p = { .flags = tries[i] };
 
-		/* room for a read and the open linked before it, whatever qd */
-		ret = io_uring_queue_init_params(qd < 2 ? 2 : qd, &r->ring, &p);
+		/*
+		 * Room for every read and the open linked before it: the
+		 * caller queues under its lock and submits (inline reads copy)
+		 * outside it, so queueing must never have to submit.
+		 */
+		ret = io_uring_queue_init_params(2 * qd, &r->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
@@ -131,7 +135,7 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
 	char *dst = rd->dst + rd->done;
 	uint32_t len = rd->len - rd->done;
 
-	/* the ring has qd entries and the caller keeps inflight < qd; an open and its read go together */
+	/* the ring has 2 * qd entries, a read and its open for each: full only if misused */
 	if (io_uring_sq_space_left(&r->ring) < (rd->open_path ? 2u : 1u)) {
 		io_uring_submit(&r->ring);
 		r->queued = 0;

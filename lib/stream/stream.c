@@ -1025,6 +1025,18 @@ const char *pm_stream_error(struct pm_stream *s)
 	return s->err;
 }
 
+/* The lanes' notes, each named, when they differ. */
+static void lane_notes(const struct pm_stream *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (uint32_t i = 0; i < s->nlanes; i++)
+		if (s->lanes[i].rd.note[0] && n < len)
+			n += snprintf(buf + n, len - n, "%sreader %u: %s", n ? "; " : "", i,
+				      s->lanes[i].rd.note);
+}
+
 int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 {
 	uint64_t end;
@@ -1056,10 +1068,16 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 		else if (!s->fs.f[i].open_err)
 			st->files_buffered++;
 	}
-	/* every lane's ring is set up alike; the first tells */
+	/* every lane's ring is set up alike; a fallback may hit some lanes only */
 	st->ring_flags = s->lanes[0].rd.flags;
 	pm_reader_flag_names(st->ring_flags, st->ring_setup, sizeof(st->ring_setup));
 	snprintf(st->ring_note, sizeof(st->ring_note), "%s", s->lanes[0].rd.note);
+	for (uint32_t i = 1; i < s->nlanes; i++) {
+		if (strcmp(s->lanes[i].rd.note, s->lanes[0].rd.note)) {
+			lane_notes(s, st->ring_note, sizeof(st->ring_note));
+			break;
+		}
+	}
 	st->readers = s->nlanes;
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
