@@ -44,7 +44,7 @@
  * Release a batch read by GPU work with pm_stream_release_on(s, b, stream):
  * the slot (its host memory and its device buffer, in every mode) is
  * rewritten only after the work queued on that stream before the call
- * completed; the reader thread waits for that, the consumer never does.  The
+ * completed; the reader threads wait for that, the consumer never does.  The
  * usual loop, one process per GPU (opts: cuda_device = LOCAL_RANK):
  *
  *     while (!pm_stream_next(s, &b) && b) {
@@ -62,7 +62,7 @@
  *
  * Thread safety: a manifest is built by one thread and then read-only; a
  * stream's calls are for one consumer thread (the stream runs its own reader
- * thread), except pm_stream_stats which any thread may call.
+ * threads, opts.readers), except pm_stream_stats which any thread may call.
  */
 #ifndef PINMEM_STREAM_H
 #define PINMEM_STREAM_H
@@ -322,7 +322,7 @@ PM_API int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch,
  * Give a batch's slot back to the ring once the work queued on cuda_stream
  * (a cudaStream_t of the context's device; NULL: its legacy default stream)
  * before this call completed: an event is recorded on it, and in every mode
- * the reader thread waits for it before reading into the host slot, so
+ * the reader threads wait for it before reading into the host slot, so
  * neither the host slot nor the device buffer is rewritten under that work.
  * The caller never blocks.  On failure (-EINVAL: not a held batch; a CUDA error, sentence in
  * pm_stream_error) the batch stays held.  One thread.

@@ -2,13 +2,13 @@
 /*
  * Streams: a ring of pinned slots that recycles itself.
  *
- * A slot goes FREE -> READING (reader thread owns it, reads in flight) ->
+ * A slot goes FREE -> READING (a lane owns it, reads in flight) ->
  * COPYING (device copy queued) or READY (no copy) or FAILED -> HELD (the
  * consumer has it) -> FREE.  A FREE slot is read into again only once its
  * last copy's event fired (PM_HANDOFF_QUEUED hands batches out before that)
  * and once the event of pm_stream_release_on fired, in every mode: the
  * consumer's work may read the host slot too (its own copy of labels from
- * b->host), not only the device buffer.  The reader thread polls for both;
+ * b->host), not only the device buffer.  The lanes poll for both;
  * the consumer never blocks on them.  Nothing ever writes into a slot (host
  * or device) the consumer or the device still uses.
  *
@@ -195,7 +195,7 @@ static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
 		 (unsigned long long)it->length, what, strerror(-err));
 }
 
-/* --- reader thread --- */
+/* --- reader lanes --- */
 
 /* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
 /*
@@ -377,7 +377,7 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 /*
  * Whether [start, end) looks cached: its first and last bytes read without
  * blocking.  Two one-byte reads cost far less than WILLNEED walking a cached
- * range page by page in the reader thread.
+ * range page by page in a lane.
  */
 static bool cached(int fd, uint64_t start, uint64_t end)
 {
@@ -1416,7 +1416,7 @@ void pm_stream_destroy(struct pm_stream *s)
 
 	if (!s)
 		return;
-	/* in a forked child the reader thread, the slots and the events are the parent's */
+	/* in a forked child the reader threads, the slots and the events are the parent's */
 	forked = pm_ctx_forked(s->ctx);
 	if (s->lanes && !forked) {
 		pthread_mutex_lock(&s->lock);
