@@ -60,6 +60,8 @@ enum slot_state {
 	SLOT_HELD,
 };
 
+struct lane;
+
 struct slot {
 	struct pm_batch b;
 	struct pm_batch_item *items;
@@ -72,6 +74,7 @@ struct slot {
 	bool issued;		/* every read queued (or the batch failed) */
 	int err;
 	char errmsg[ERRLEN];
+	struct lane *lane;	/* the lane reading it (READING) */
 	uint64_t ev;		/* the copy's event; kept until it fired */
 	uint64_t rel_ev;	/* pm_stream_release_on's event, until it is waited for */
 	bool copy_done;
@@ -88,6 +91,7 @@ struct lane {
 	struct pm_read *reads, *free_reads;
 	struct slot *filling;	/* the batch it issues reads for */
 	struct slot *ra;	/* started, its readahead not yet asked for */
+	uint32_t reading;	/* its batches in READING state */
 	bool ring_failed;	/* the kernel may hold reads into the slots */
 	pthread_t thread;
 	bool started;
@@ -213,6 +217,7 @@ static void copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
 		 "batch %llu: its copy to the device failed after it was handed over (PM_HANDOFF_QUEUED): %s",
 		 (unsigned long long)sl->b.seq, pm_ctx_last_error(s->ctx));
 	pthread_cond_broadcast(&s->consumer_cv);
+	pthread_cond_broadcast(&s->reader_cv);	/* idle lanes leave */
 }
 
 static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
@@ -251,10 +256,15 @@ static struct slot *free_slot(struct pm_stream *s)
 	return NULL;
 }
 
-static bool can_start(struct pm_stream *s)
+/*
+ * Whether lane l may start a batch: one is due, a slot is free, and the lane
+ * reads fewer than its share of the prefetch, so that small batches spread
+ * over the lanes (one lane queueing them all would copy them all).
+ */
+static bool can_start(struct pm_stream *s, struct lane *l)
 {
 	return !stopping(s) && !s->halt && !s->plan_done && s->ahead < s->o.prefetch &&
-	       free_slot(s);
+	       l->reading < (s->o.prefetch + s->nlanes - 1) / s->nlanes && free_slot(s);
 }
 
 static int slot_reserve(struct slot *sl, uint32_t n)
@@ -328,8 +338,11 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		s->read_bytes += sl->b.span;
 	}
 	sl->state = sl->err ? SLOT_FAILED : s->copies ? SLOT_COPYING : SLOT_READY;
-	if (sl->err && s->o.on_error == PM_ON_ERROR_STOP)
+	sl->lane->reading--;
+	if (sl->err && s->o.on_error == PM_ON_ERROR_STOP) {
 		s->halt = true;		/* batches before this one still arrive */
+		pthread_cond_broadcast(&s->reader_cv);	/* idle lanes leave */
+	}
 	pthread_cond_broadcast(&s->consumer_cv);
 	if (!locked)
 		pthread_mutex_unlock(&s->lock);
@@ -435,6 +448,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		if (s->epoch + 1 >= s->o.epochs) {
 			s->plan_done = true;
 			pthread_cond_broadcast(&s->consumer_cv);
+			pthread_cond_broadcast(&s->reader_cv);	/* idle lanes leave */
 			return false;
 		}
 		pm_plan_epoch(&s->plan, ++s->epoch);
@@ -462,6 +476,8 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	}
 	s->ahead++;
 	sl->state = SLOT_READING;
+	sl->lane = l;
+	l->reading++;
 	sl->b.items = sl->items;
 	sl->b.nitems = k ? (uint32_t)k : 1;
 	for (size_t i = 0; i < sl->b.nitems; i++) {
@@ -481,8 +497,10 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	}
 	sl->b.span = k ? span : 0;
 	s->pos += sl->b.nitems;
-	if (s->pos == s->plan.count && s->epoch + 1 >= s->o.epochs)
+	if (s->pos == s->plan.count && s->epoch + 1 >= s->o.epochs) {
 		s->plan_done = true;	/* known now, so the consumer sees the end */
+		pthread_cond_broadcast(&s->reader_cv);	/* idle lanes leave */
+	}
 	if (sl->err == -ENOMEM) {
 		item_fail(s, sl, 0, -ENOMEM, "no memory for the batch's item list");
 	} else if (!k) {
@@ -583,7 +601,7 @@ static bool fill(struct pm_stream *s, struct lane *l)
 {
 	while (l->free_reads && !stopping(s)) {
 		if (!l->filling) {
-			if (l->ra || !can_start(s) || !batch_start(s, l))
+			if (l->ra || !can_start(s, l) || !batch_start(s, l))
 				break;	/* one readahead at a time, outside s->lock */
 			continue;
 		}
@@ -602,8 +620,8 @@ static void poll_copies(struct pm_stream *s)
 		int r;
 
 		/* PM_HANDOFF_QUEUED hands COPYING slots over: HELD and FREE ones count too */
-		if (!sl->ev || sl->copy_done || sl->state == SLOT_READING)
-			continue;
+		if (sl->state == SLOT_READING || !sl->ev || sl->copy_done)
+			continue;	/* READING: its lane writes ev and copy_done unlocked */
 		r = pm_event_query(s->ctx, sl->ev);
 		if (r) {
 			sl->copy_done = true;
@@ -690,8 +708,11 @@ static void *lane_main(void *arg)
 		s->setup_err = ret;
 		snprintf(s->reader_errmsg, sizeof(s->reader_errmsg), "%s", err);
 	}
-	s->lanes_setup++;
-	pthread_cond_broadcast(&s->consumer_cv);
+	/* the last lane set up lets the others (and create) go */
+	if (++s->lanes_setup == s->nlanes) {
+		pthread_cond_broadcast(&s->reader_cv);
+		pthread_cond_broadcast(&s->consumer_cv);
+	}
 	/* every lane's ring exists before any reads: create fails as a whole */
 	while (s->lanes_setup < s->nlanes && !s->stop)
 		pthread_cond_wait(&s->reader_cv, &s->lock);
@@ -727,7 +748,7 @@ static void *lane_main(void *arg)
 			t0 = now_ns();
 			if (++s->lanes_idle == s->nlanes)
 				s->t_idle0 = t0;
-			while (!can_start(s) && !s->stop && !s->plan_done && !s->halt) {
+			while (!can_start(s, l) && !s->stop && !s->plan_done && !s->halt) {
 				if (s->slot_pending)
 					wait_briefly(s);	/* an event to poll */
 				else
@@ -862,13 +883,17 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 			ret = s->sticky_err;
 			break;
 		}
+		/*
+		 * A lane's ring failed: that is the error, before any batch the
+		 * other lanes finished as "stream stopped" (they stop with it).
+		 */
+		if (s->reader_err) {
+			ret = s->sticky_err = s->reader_err;
+			snprintf(s->err, sizeof(s->err), "%s", s->reader_errmsg);
+			break;
+		}
 		sl = pick(s);
 		if (!sl) {
-			if (s->reader_err) {
-				ret = s->sticky_err = s->reader_err;
-				snprintf(s->err, sizeof(s->err), "%s", s->reader_errmsg);
-				break;
-			}
 			if (stream_over(s)) {
 				if (!s->ended) {
 					s->ended = true;
@@ -906,7 +931,9 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 				ret = 0;
 			}
 		}
-		s->ahead--;
+		/* a lane held back by prefetch may start the next batch */
+		if (s->ahead-- == s->o.prefetch)
+			pthread_cond_broadcast(&s->reader_cv);
 		if (s->o.order == PM_ORDER_IN_ORDER)
 			s->next_seq++;
 		if (sl->state == SLOT_FAILED) {

@@ -18,6 +18,8 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -42,7 +44,7 @@ int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
 		(int (*)(unsigned, struct io_uring *, struct io_uring_params *))
 		dlsym(RTLD_NEXT, "io_uring_queue_init_params");
 
-	init_calls++;
+	__atomic_fetch_add(&init_calls, 1, __ATOMIC_SEQ_CST);
 	if (refuse_init)
 		return refuse_init;
 	if (p->flags & refuse_flags)
@@ -65,9 +67,29 @@ int io_uring_register_buffers(struct io_uring *ring, const struct iovec *iov, un
 		(int (*)(struct io_uring *, const struct iovec *, unsigned))
 		dlsym(RTLD_NEXT, "io_uring_register_buffers");
 
-	if (buffers_first_ok && buffers_first_ok--)
+	/* lanes register at the same time */
+	if (__atomic_load_n(&buffers_first_ok, __ATOMIC_SEQ_CST) > 0 &&
+	    __atomic_fetch_sub(&buffers_first_ok, 1, __ATOMIC_SEQ_CST) > 0)
 		return real(ring, iov, nr);
 	return refuse_buffers ? refuse_buffers : real(ring, iov, nr);
+}
+
+static unsigned int submit_delay_us;	/* each submit of a reader lane sleeps this long */
+static unsigned long lanes_submitted;	/* bit N: lane pinmem-readN submitted */
+
+int io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	int (*real)(struct io_uring *, unsigned) =
+		(int (*)(struct io_uring *, unsigned))dlsym(RTLD_NEXT, "io_uring_submit_and_wait");
+	char name[16];
+	unsigned int lane;
+
+	if (submit_delay_us && !pthread_getname_np(pthread_self(), name, sizeof(name)) &&
+	    sscanf(name, "pinmem-read%u", &lane) == 1 && lane < 64) {
+		__atomic_fetch_or(&lanes_submitted, 1UL << lane, __ATOMIC_SEQ_CST);
+		usleep(submit_delay_us);
+	}
+	return real(ring, wait_nr);
 }
 
 static struct pm_read rd_of(uint32_t len, uint32_t need, uint32_t align)
@@ -236,6 +258,92 @@ static void test_registration_fallback(void **state)
 	unlink(path);
 }
 
+/* A file of n bytes next to the test binary; its path in path. */
+static void data_file(char *path, size_t len, const unsigned char *data, size_t n)
+{
+	char exe[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int fd;
+
+	assert_true(k > 0);
+	exe[k] = 0;
+	snprintf(path, len, "%s/lanes-test.%d", dirname(exe), (int)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+/*
+ * Every lane reads from the start, before the consumer releases anything:
+ * each lane's submit takes 20 ms here, so one lane alone would leave the
+ * other idle until the first release.  And with prefetch below the slots,
+ * a consumer that asks for the next batch while holding one is answered
+ * (the lane held back by prefetch is woken when a batch is handed over).
+ */
+static void test_lanes_start_together(void **state)
+{
+	static unsigned char data[8 << 16];
+	char path[PATH_MAX + 32];
+	struct pm_open_opts oo = { .backend = PM_BACKEND_NONE };
+	struct pm_stream_opts o;
+	struct pm_manifest *m;
+	struct pm_stream *s;
+	struct pm_batch *b[8], *held;
+	struct pm_ctx *ctx;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 7 + 3);
+	data_file(path, sizeof(path), data, sizeof(data));
+	assert_int_equal(pm_open(&ctx, &oo), 0);
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pm_manifest_add(m, path, (uint64_t)i << 16, 1 << 16, false, 0,
+						 NULL, 0), 0);
+	pm_stream_opts_init(&o);
+	o.readers = 2;
+	o.slots = 8;
+	o.batch_items = 1;
+	o.direct = PM_DIRECT_OFF;
+	lanes_submitted = 0;
+	submit_delay_us = 20000;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(pm_stream_next(s, &b[i]), 0);
+		assert_non_null(b[i]);
+		assert_memory_equal(b[i]->host, data + (b[i]->items[0].index << 16), 1 << 16);
+	}
+	submit_delay_us = 0;
+	assert_int_equal(__atomic_load_n(&lanes_submitted, __ATOMIC_SEQ_CST), 3);
+	for (int i = 0; i < 8; i++)
+		pm_stream_release(s, b[i]);
+	pm_stream_destroy(s);
+
+	/* prefetch 1: hold a batch, ask for the next (hung before: nothing woke the lanes) */
+	o.prefetch = 1;
+	alarm(30);
+	for (uint32_t readers = 1; readers <= 2; readers++) {
+		o.readers = readers;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		assert_int_equal(pm_stream_next(s, &held), 0);
+		for (int i = 1; i < 8; i++) {
+			assert_int_equal(pm_stream_next(s, &b[0]), 0);
+			assert_non_null(b[0]);
+			assert_int_equal(b[0]->seq, i);
+			assert_int_equal(pm_stream_release(s, held), 0);
+			held = b[0];
+		}
+		assert_int_equal(pm_stream_release(s, held), 0);
+		assert_int_equal(pm_stream_next(s, &b[0]), 0);
+		assert_null(b[0]);
+		pm_stream_destroy(s);
+	}
+	alarm(0);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+	unlink(path);
+}
+
 static void test_ring(void **state)
 {
 	struct pm_reader r;
@@ -271,6 +379,7 @@ int main(void)
 		cmocka_unit_test(test_ring),
 		cmocka_unit_test(test_ring_fallback),
 		cmocka_unit_test(test_registration_fallback),
+		cmocka_unit_test(test_lanes_start_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
