@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/stream/stream.c and lib/stream/reader.c: every delivered byte equals the file's, in
- * every mode (buffered, O_DIRECT, chunked, shuffled, sharded, epochs, as
+ * lib/stream/ (stream.c, lane.c, stream_next.c, reader.c): every delivered
+ * byte equals the file's, in every mode (buffered, O_DIRECT, chunked, shuffled, sharded, epochs, as
  * completed), slots are never reused under a batch the consumer holds, and
  * every bad input (missing files, items past the end, files that shrink,
  * EIO, crc mismatch, items larger than a slot) fails the batch with a
