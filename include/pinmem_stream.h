@@ -208,7 +208,10 @@ struct pm_stream_opts {
 	 * Reader threads, each with its own io_uring and its share of qd; a
 	 * batch is read by one of them [the CPUs this process may run on, at
 	 * most 4].
-	 * Buffered reads copy out of the page cache in these threads.
+	 * Buffered reads copy out of the page cache in these threads.  Each
+	 * ring registers the slots (io_uring charges RLIMIT_MEMLOCK per ring
+	 * without CAP_IPC_LOCK; a lane refused reads unregistered, ring_note
+	 * says so).
 	 */
 	uint32_t readers;
 	uint32_t reserved32;	/* zero */
