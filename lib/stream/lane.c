@@ -598,7 +598,8 @@ static void *lane_main(void *arg)
 			if (++s->lanes_idle == s->nlanes)
 				s->t_idle0 = t0;
 			while (!can_start(s, l) && !s->stop && !s->plan_done && !s->halt) {
-				if (s->slot_pending)
+				/* prefetch full: handing a batch over wakes us */
+				if (s->slot_pending && s->ahead < s->o.prefetch)
 					wait_briefly(s);	/* an event to poll */
 				else
 					pthread_cond_wait(&s->reader_cv, &s->lock);
