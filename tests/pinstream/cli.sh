@@ -149,6 +149,7 @@ expect 0 '\(d\) pinmem O_DIRECT io_uring +cold' --compare --cold-only "$work"/d/
 expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/manifest.txt"
 expect 0 'warm: the strongest baseline is \((a|b|e)\) .*; \(c\) [0-9.]+x' --compare --manifest "$work/d/manifest.txt"
 expect 0 '\(e\) DataLoader N workers \+ pin +cold .* [0-9]+ workers' --compare --cold-only "$work"/d/data-*.bin
+expect 0 '\(c\) pinmem buffered io_uring +cold .* 3 readers' --compare --cold-only --readers 3 "$work"/d/data-*.bin
 expect 0 '"strongest_cold":"[abe]","strongest_warm":"[abe]","rows":\[.*"mode":"e"' --compare --json "$work"/d/data-*.bin
 # every row runs --rounds times: the median, the range, each round's ratio
 expect 0 '"rounds":2,.*"mode":"c","name":"pinmem buffered io_uring","cache":"cold","ok":true,"gbps":[0-9.]+,"gbps_min":[0-9.]+,"gbps_max":[0-9.]+,"ratio_min":[0-9.]+,"ratio_max"' --compare --rounds 2 --json "$work"/d/data-*.bin

@@ -407,7 +407,11 @@ static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
 	r->bytes = st.bytes;
 	r->io_s = st.io_s;
 	if (!ret && direct == PM_DIRECT_ON)
-		snprintf(r->note, sizeof(r->note), "%u files O_DIRECT", st.files_direct);
+		snprintf(r->note, sizeof(r->note), "%u files O_DIRECT, %u reader%s",
+			 st.files_direct, st.readers, st.readers == 1 ? "" : "s");
+	else if (!ret)
+		snprintf(r->note, sizeof(r->note), "%u reader%s", st.readers,
+			 st.readers == 1 ? "" : "s");
 	pm_stream_destroy(s);
 	return ret;
 }
