@@ -671,7 +671,10 @@ int ps_compare(const struct ps_args *a)
 		}
 	}
 	memset(c.pageable, 0, c.slot);	/* fault it in, as a warm DataLoader worker has */
-	if (pm_buf_alloc(c.ctx, c.slot, &(struct pm_buf_opts){ .pin = a->so.pin }, &c.pinned)) {
+	/* the pages the stream's slots get (THP): the rows differ in how they read, not in pages */
+	if (pm_buf_alloc(c.ctx, c.slot, &(struct pm_buf_opts){ .pin = a->so.pin,
+							  .pages = PM_PAGES_THP },
+			 &c.pinned)) {
 		ps_err("%s", pm_ctx_last_error(c.ctx));
 		goto out;
 	}
