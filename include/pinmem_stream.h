@@ -207,7 +207,7 @@ struct pm_stream_opts {
 	/*
 	 * Reader threads, each with its own io_uring and its share of qd; a
 	 * batch is read by one of them [the CPUs this process may run on, at
-	 * most 4].
+	 * most 4; 1 when every file is read with O_DIRECT].
 	 * Buffered reads copy out of the page cache in these threads.  Each
 	 * ring registers the slots (io_uring charges RLIMIT_MEMLOCK per ring
 	 * without CAP_IPC_LOCK; a lane refused reads unregistered, ring_note

@@ -639,6 +639,17 @@ static void *lane_main(void *arg)
 	return NULL;
 }
 
+/* Whether any file is read through the page cache (every lazy one is). */
+static bool buffered_files(const struct pm_stream *s)
+{
+	if (s->fs.lazy)
+		return true;
+	for (uint32_t i = 0; i < s->fs.n; i++)
+		if (!s->fs.f[i].align && !s->fs.f[i].open_err)
+			return true;
+	return false;
+}
+
 /*
  * How many lanes read.  Buffered reads copy out of the page cache in the
  * thread that issues them: a lane per CPU this process may run on copies on
@@ -646,12 +657,15 @@ static void *lane_main(void *arg)
  * read back to it) was no faster than a pread loop.  At most DEF_LANES_MAX:
  * past that memory bandwidth, not cores, limits the copy.  Files opened as
  * they are read (fs.lazy) need at least one entry of the table per lane.
+ * With O_DIRECT only, the device does the copying: one lane.
  */
 static uint32_t lane_count(const struct pm_stream *s)
 {
 	cpu_set_t cpus;
 	uint32_t n = s->o.readers;
 
+	if (!n && !buffered_files(s))
+		n = 1;	/* O_DIRECT only: the device copies, and each ring charges its registration */
 	if (!n) {
 		n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (uint32_t)CPU_COUNT(&cpus);
 		if (n > DEF_LANES_MAX)

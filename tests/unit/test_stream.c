@@ -601,14 +601,26 @@ static void test_readers(void **state)
 		}
 	}
 
-	/* the default: a lane per CPU this process may use, at most 4 */
+	/* the default: a lane per CPU this process may use, at most 4 ... */
 	assert_int_equal(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
 	ncpu = (uint32_t)CPU_COUNT(&cpus);
 	pm_stream_opts_init(&o);
+	o.direct = PM_DIRECT_OFF;
 	s = stream_ok(ctx, m, &o);
 	assert_int_equal(pm_stream_stats(s, &st), 0);
 	assert_int_equal(st.readers, ncpu < 4 ? ncpu : 4);
 	pm_stream_destroy(s);
+	/* ... and one when every file is read with O_DIRECT (the device copies) */
+	if (fs_direct()) {
+		o.direct = PM_DIRECT_ON;
+		s = stream_ok(ctx, m, &o);
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		assert_int_equal(st.files_direct, NFILES);
+		assert_int_equal(st.readers, 1);
+		pm_stream_destroy(s);
+	} else {
+		print_message("no O_DIRECT on %s: the one-lane default is not checked here\n", dir);
+	}
 
 	/* more readers than reads in flight, or than 64: refused with a sentence */
 	o.readers = 7;
