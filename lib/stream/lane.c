@@ -255,7 +255,7 @@ static bool cached(int fd, uint64_t start, uint64_t end)
  * adjacent items, unless it is there already.  With many reads in flight
  * readahead cannot see the order; without this, cold buffered streams read
  * in small pieces.  The kernel reads at most max(read_ahead_kb, the
- * device's largest I/O) of each run now; the workers' own reads bring the
+ * device's largest I/O) of each run now; the lanes' own reads bring the
  * rest.  Asking in 2 MiB pieces to get all of it measured the same
  * (pinstream --compare --cold-only --rounds 3, three pairs: 1.25x, 1.30x,
  * 1.34x pread cold as is; 1.21x, 1.36x, 1.36x in pieces).
