@@ -50,7 +50,6 @@ static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
 
 /* --- reader lanes --- */
 
-/* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
 /*
  * A copy that failed after its batch was handed over (PM_HANDOFF_QUEUED: the
  * consumer never waited for it) stops the stream with its error, so bad
@@ -69,6 +68,7 @@ static void copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
 	pthread_cond_broadcast(&s->reader_cv);	/* idle lanes leave */
 }
 
+/* Whether event *ev fired (or failed: then nothing runs any more); forgets it if so. */
 static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
 {
 	int r;
