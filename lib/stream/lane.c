@@ -197,12 +197,36 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * One of the batch's populates completed; the last one lets its reads go.
+ * A populate is a hint: a failure is not the batch's (its reads report
+ * what is wrong with the file), but a kernel without MADV_POPULATE_READ
+ * (before 5.14) or without io_uring's madvise is not asked again.
+ */
+static void populate_done(struct lane *l, struct pm_read *rd, int res)
+{
+	struct slot *sl = rd->owner;
+	struct pm_popwin *w = rd->win;
+
+	if (res == -EINVAL || res == -EOPNOTSUPP)
+		l->no_populate = true;
+	w->inflight--;
+	sl->populating--;
+}
+
 static void read_done(void *arg, struct pm_read *rd, int res)
 {
 	struct lane *l = arg;
 	struct pm_stream *s = l->s;
 	struct slot *sl = rd->owner;
 
+	if (rd->populate) {
+		populate_done(l, rd, res);
+		rd->populate = false;
+		rd->next = l->free_reads;
+		l->free_reads = rd;
+		return;
+	}
 	if (s->fs.lazy) {
 		/* the table is shared by the lanes */
 		pthread_mutex_lock(&s->lock);
@@ -251,16 +275,59 @@ static bool cached(int fd, uint64_t start, uint64_t end)
 }
 
 /*
+ * Populate the cold run [start, end) of file path through one of the lane's
+ * windows (populate.h), in pieces so that the device gets several requests
+ * at once; the batch's reads wait for them.  False when nothing was asked
+ * for and the run is not known to be cached: the caller falls back to
+ * WILLNEED.
+ */
+static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
+			 uint32_t path, uint64_t start, uint64_t end)
+{
+	const struct pm_sfile *f = &s->fs.f[path];
+	uint64_t nfree = 0, piece, a, e;
+	struct pm_popwin *w;
+	int ret;
+
+	if (l->no_populate || !f->size_known || end - start < PM_POPULATE_MIN)
+		return false;
+	for (struct pm_read *rd = l->free_reads; rd; rd = rd->next)
+		nfree++;
+	if (!nfree)
+		return false;
+	ret = pm_popwin_get(&l->pop, path, f->fd, f->size, start, end, &w, &a, &e);
+	if (ret <= 0)
+		return ret == 0;	/* cached: nothing to ask for */
+	piece = (e - a + nfree - 1) / nfree;
+	piece = (piece + PM_POPULATE_ALIGN - 1) & ~(uint64_t)(PM_POPULATE_ALIGN - 1);
+	for (uint64_t o = a; o < e; o += piece) {
+		struct pm_read *rd = l->free_reads;
+
+		l->free_reads = rd->next;
+		memset(rd, 0, sizeof(*rd));
+		rd->populate = true;
+		rd->win = w;
+		rd->dst = w->addr + (o - w->off);
+		rd->len = (uint32_t)(e - o < piece ? e - o : piece);
+		rd->buf_index = -1;
+		rd->owner = sl;
+		w->inflight++;
+		sl->populating++;
+		pm_reader_queue(&l->rd, rd);
+	}
+	return true;
+}
+
+/*
  * Buffered reads: ask the page cache for the batch at once, in runs of
  * adjacent items, unless it is there already.  With many reads in flight
- * readahead cannot see the order; without this, cold buffered streams read
- * in small pieces.  The kernel reads at most max(read_ahead_kb, the
- * device's largest I/O) of each run now; the lanes' own reads bring the
- * rest.  Asking in 2 MiB pieces to get all of it measured the same
- * (pinstream --compare --cold-only --rounds 3, three pairs: 1.25x, 1.30x,
- * 1.34x pread cold as is; 1.21x, 1.36x, 1.36x in pieces).
+ * readahead cannot see the order: it would read each run in small pieces
+ * into 4 KiB folios.  Runs of PM_POPULATE_MIN and more are populated in
+ * huge folios (populate_run).  Shorter ones, and every run where that
+ * cannot be done, get WILLNEED: the kernel reads at most max(read_ahead_kb,
+ * the device's largest I/O) of each run now, the lanes' reads the rest.
  */
-static void readahead_batch(struct pm_stream *s, struct slot *sl)
+static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl)
 {
 	uint64_t start = 0, end = 0;
 	uint32_t path = UINT32_MAX;
@@ -274,7 +341,8 @@ static void readahead_batch(struct pm_stream *s, struct slot *sl)
 			end += it->length;
 			continue;
 		}
-		if (path != UINT32_MAX && !cached(s->fs.f[path].fd, start, end))
+		if (path != UINT32_MAX && !populate_run(s, l, sl, path, start, end) &&
+		    !cached(s->fs.f[path].fd, start, end))
 			posix_fadvise(s->fs.f[path].fd, (off_t)start, (off_t)(end - start),
 				      POSIX_FADV_WILLNEED);
 		if (!it)
@@ -318,6 +386,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	sl->next_item = 0;
 	sl->next_rel = 0;
 	sl->issued = false;
+	sl->populating = 0;
 	sl->t_read0 = now_ns();
 	if (pm_stream_slot_reserve(sl, k ? (uint32_t)k : 1)) {
 		k = 0;	/* one item (reserved at create) carries the failure */
@@ -375,8 +444,8 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		batch_finish(s, sl, true);
 		return true;
 	}
-	l->ra = sl;	/* asked for once s->lock is dropped: it may block */
-	l->filling = sl;
+	/* its readahead is asked for once s->lock is dropped (it may block), then its reads */
+	l->ra = sl;
 	return true;
 }
 
@@ -454,6 +523,8 @@ static bool fill(struct pm_stream *s, struct lane *l)
 				break;	/* one readahead at a time, outside s->lock */
 			continue;
 		}
+		if (l->filling->populating)
+			break;	/* its reads wait for the pages (populate_run) */
 		if (!issue_one(s, l))
 			return true;
 	}
@@ -580,8 +651,9 @@ static void *lane_main(void *arg)
 			/* WILLNEED submits the batch's reads from the disk: not under s->lock */
 			l->ra = NULL;
 			pthread_mutex_unlock(&s->lock);
-			readahead_batch(s, sl);
+			readahead_batch(s, l, sl);
 			pthread_mutex_lock(&s->lock);
+			l->filling = sl;
 			continue;
 		}
 		if (!r->inflight && blocked && !s->stop) {
@@ -634,8 +706,10 @@ static void *lane_main(void *arg)
 	}
 	lane_exit(s);
 	pthread_mutex_unlock(&s->lock);
-	if (!l->ring_failed)
+	if (!l->ring_failed) {
 		pm_reader_exit(r);
+		pm_popwins_release(&l->pop);	/* else the kernel may still fault through them */
+	}
 	return NULL;
 }
 

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "pinmem.h"
+#include "populate.h"
 #include "reader.h"
 
 #ifndef IORING_SETUP_COOP_TASKRUN
@@ -152,6 +154,14 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
 		r->queued++;
 	}
 	sqe = io_uring_get_sqe(&r->ring);
+	if (rd->populate) {
+		/* io_uring runs madvise in its workers: the faults block there */
+		io_uring_prep_madvise(sqe, rd->dst, rd->len, MADV_POPULATE_READ);
+		io_uring_sqe_set_data(sqe, rd);
+		r->inflight++;
+		r->queued++;
+		return;
+	}
 	if (rd->buf_index >= 0)
 		io_uring_prep_read_fixed(sqe, rd->fd, dst, len, rd->off + rd->done,
 					 rd->buf_index);
@@ -192,6 +202,8 @@ int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr)
 
 int pm_read_complete(struct pm_read *rd, int res)
 {
+	if (rd->populate)
+		return res < 0 ? res : 0;
 	if (rd->open_err)
 		return rd->open_err;	/* the read itself was cancelled */
 	if (res == -EAGAIN || res == -EINTR) {

@@ -28,6 +28,8 @@ struct pm_read {
 	uint32_t need;		/* bytes that must arrive (<= len; the rest is O_DIRECT padding) */
 	uint32_t done;		/* bytes arrived so far */
 	uint32_t resubmits;	/* short reads and EAGAINs retried */
+	bool populate;		/* not a read: MADV_POPULATE_READ of [dst, dst + len) */
+	void *win;		/* a populate's window (populate.h) */
 	void *owner;
 	uint32_t owner_item;
 	struct pm_read *next;	/* free list of the caller */
@@ -50,7 +52,7 @@ struct pm_reader {
 	char note[160];			/* what fell back and why */
 };
 
-/* Completion of a read: res 0 when need bytes arrived, else -errno (-ENODATA: end of file). */
+/* Completion of a read: res 0 when need bytes arrived, else -errno (-ENODATA: end of file); a populate's madvise result. */
 typedef void (*pm_read_done_fn)(void *arg, struct pm_read *rd, int res);
 
 /* Ring of qd entries, the best setup flags the kernel accepts. */
@@ -63,13 +65,13 @@ int pm_reader_register_table(struct pm_reader *r, unsigned int n);
 void pm_reader_register_buf(struct pm_reader *r, struct pm_buf *buf, size_t unit);
 /* Registered buffer index holding [addr, addr + len), -1 when none. */
 int pm_reader_buf_index(const struct pm_reader *r, const void *addr, size_t len);
-/* Queue rd (the caller keeps inflight < qd). */
+/* Queue rd, a read or a populate (the caller keeps inflight < qd). */
 void pm_reader_queue(struct pm_reader *r, struct pm_read *rd);
 /* Submit what is queued and wait for at least wait_nr completions; -errno on ring failure. */
 int pm_reader_submit(struct pm_reader *r, unsigned int wait_nr);
 /* Handle every available completion; calls done for reads that finished. */
 int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg);
-/* Account a completion of rd: 0 done, 1 resubmit the rest, -errno failed (-ENODATA: end of file first; its open's error when that failed). */
+/* Account a completion of rd: 0 done, 1 resubmit the rest, -errno failed (-ENODATA: end of file first; its open's error when that failed; a populate's own result). */
 int pm_read_complete(struct pm_read *rd, int res);
 /* Unregister and close the ring (after every read completed). */
 void pm_reader_exit(struct pm_reader *r);

@@ -22,6 +22,7 @@
 
 #include "pinmem_stream.h"
 #include "plan.h"
+#include "populate.h"
 #include "reader.h"
 #include "stream_files.h"
 #include "stream_hist.h"
@@ -58,6 +59,7 @@ struct slot {
 	uint32_t next_item;	/* issue cursor */
 	uint64_t next_rel;
 	bool issued;		/* every read queued (or the batch failed) */
+	uint32_t populating;	/* populates in flight: its reads wait for them (populate.h) */
 	int err;
 	char errmsg[ERRLEN];
 	struct lane *lane;	/* the lane reading it (READING) */
@@ -79,6 +81,8 @@ struct lane {
 	struct slot *ra;	/* started, its readahead not yet asked for */
 	uint32_t reading;	/* its batches in READING state */
 	bool ring_failed;	/* the kernel may hold reads into the slots */
+	bool no_populate;	/* the kernel refused MADV_POPULATE_READ through io_uring */
+	struct pm_popwins pop;	/* its windows for populates */
 	pthread_t thread;
 	bool started;
 };

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/stream/populate.c and its use by the lanes: cold buffered runs are
+ * faulted in through reusable per-lane windows before they are read, which
+ * leaves the page cache in large folios wherever a sequential read would;
+ * windows are found again, evicted least recently used and never while a
+ * populate is in flight, cut at the end of the file, and all unmapped when
+ * the stream ends; a refused MADV_HUGEPAGE falls back to plain reads.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pinmem_stream.h"
+#include "populate.h"
+
+/* --- a stand-in for madvise that refuses MADV_HUGEPAGE in the lanes on request --- */
+
+static int refuse_hugepage;
+static unsigned int hugepage_refused;
+
+int madvise(void *addr, size_t len, int advice)
+{
+	int (*real)(void *, size_t, int) =
+		(int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
+	char name[16];
+
+	if (advice == MADV_HUGEPAGE && __atomic_load_n(&refuse_hugepage, __ATOMIC_SEQ_CST) &&
+	    !pthread_getname_np(pthread_self(), name, sizeof(name)) &&
+	    !strncmp(name, "pinmem-read", 11)) {
+		__atomic_fetch_add(&hugepage_refused, 1, __ATOMIC_SEQ_CST);
+		errno = EINVAL;
+		return -1;
+	}
+	return real(addr, len, advice);
+}
+
+/* --- files --- */
+
+static char dir[PATH_MAX];
+
+static void path_of(char *p, size_t n, const char *name)
+{
+	snprintf(p, n, "%s/%s.%d", dir, name, (int)getpid());
+}
+
+static unsigned char byte_at(uint64_t i)
+{
+	return (unsigned char)(i * 131 + (i >> 11) + (i >> 21));
+}
+
+/* A file of size bytes, written, synced and dropped from the page cache. */
+static int cold_file(const char *p, uint64_t size)
+{
+	static unsigned char buf[1 << 20];
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	for (uint64_t off = 0; off < size; off += sizeof(buf)) {
+		size_t n = size - off < sizeof(buf) ? size - off : sizeof(buf);
+
+		for (size_t i = 0; i < n; i++)
+			buf[i] = byte_at(off + i);
+		assert_int_equal(pwrite(fd, buf, n, (off_t)off), (ssize_t)n);
+	}
+	assert_int_equal(fsync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	return fd;
+}
+
+static void drop(int fd)
+{
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+}
+
+/* Mappings of path in this process. */
+static int maps_of(const char *p)
+{
+	char line[PATH_MAX + 128];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = 0;
+		if (strlen(line) >= strlen(p) && !strcmp(line + strlen(line) - strlen(p), p))
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static int populate(char *addr, size_t len)
+{
+	return madvise(addr, len, MADV_POPULATE_READ) ? -errno : 0;
+}
+
+/* --- windows --- */
+
+static void test_windows(void **state)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), size = (5ull << 20) + 123, a, e;
+	struct pm_popwins ws;
+	struct pm_popwin *w, *w2;
+	char p[PATH_MAX + 32], q[9][PATH_MAX + 32];
+	int fd, fds[9], ret;
+
+	(void)state;
+	memset(&ws, 0, sizeof(ws));
+	path_of(p, sizeof(p), "popwin");
+	fd = cold_file(p, size);
+
+	/* the tail, cold: cut at the last page of the file, which populates without SIGBUS */
+	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, 5 << 20, size, &w, &a, &e), 1);
+	assert_int_equal(w->off, 0);
+	assert_int_equal(w->len, (size + pg - 1) / pg * pg);	/* the whole (small) file */
+	assert_int_equal(a, 4 << 20);
+	assert_int_equal(e, w->off + w->len);
+	ret = populate(w->addr + a, e - a);
+	if (ret == -EINVAL) {
+		pm_popwins_release(&ws);
+		close(fd);
+		unlink(p);
+		skip();		/* MADV_POPULATE_READ: Linux 5.14 */
+	}
+	assert_int_equal(ret, 0);
+
+	/* a cold run in the same window, widened to 2 MiB boundaries */
+	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, (1 << 20) + 5, 3 << 20, &w2, &a, &e), 1);
+	assert_ptr_equal(w2, w);
+	assert_int_equal(a, 0);
+	assert_int_equal(e, 4 << 20);
+	assert_int_equal(populate(w->addr + a, e - a), 0);
+	/* now cached: nothing to do */
+	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, (1 << 20) + 5, 3 << 20, &w2, &a, &e), 0);
+	assert_int_equal(maps_of(p), 1);
+
+	/* runs that are not in the file */
+	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, 4 << 20, size + 1, &w2, &a, &e), -EINVAL);
+	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, 7, 7, &w2, &a, &e), -EINVAL);
+	pm_popwins_release(&ws);
+	assert_int_equal(maps_of(p), 0);
+	close(fd);
+	unlink(p);
+
+	/* eviction: least recently used first, never one with a populate in flight */
+	memset(&ws, 0, sizeof(ws));
+	for (int i = 0; i < 9; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "popwin%d", i);
+		path_of(q[i], sizeof(q[i]), name);
+		fds[i] = cold_file(q[i], 3 << 20);
+	}
+	for (int i = 0; i < PM_POPULATE_WINDOWS; i++) {
+		assert_int_equal(pm_popwin_get(&ws, (uint32_t)i, fds[i], 3 << 20, 0, 3 << 20,
+					       &w, &a, &e), 1);
+		if (i == 0)
+			w->inflight = 1;	/* the oldest is busy */
+		assert_int_equal(maps_of(q[i]), 1);
+	}
+	assert_int_equal(pm_popwin_get(&ws, 8, fds[8], 3 << 20, 0, 3 << 20, &w, &a, &e), 1);
+	assert_int_equal(maps_of(q[0]), 1);	/* busy: kept */
+	assert_int_equal(maps_of(q[1]), 0);	/* least recently used idle one */
+	assert_int_equal(maps_of(q[8]), 1);
+	for (int i = 0; i < PM_POPULATE_WINDOWS; i++)
+		ws.w[i].inflight = 1;
+	assert_int_equal(pm_popwin_get(&ws, 1, fds[1], 3 << 20, 0, 3 << 20, &w, &a, &e), -EBUSY);
+	assert_int_equal(maps_of(q[1]), 0);
+	for (int i = 0; i < PM_POPULATE_WINDOWS; i++)
+		ws.w[i].inflight = 0;
+	pm_popwins_release(&ws);
+	for (int i = 0; i < 9; i++) {
+		assert_int_equal(maps_of(q[i]), 0);
+		close(fds[i]);
+		unlink(q[i]);
+	}
+}
+
+/* --- streams --- */
+
+/*
+ * The share of fd's pages (0..1) that sit in large folios, -1 when this
+ * process may not see page frames (pagemap gives PFNs to CAP_SYS_ADMIN).
+ */
+static double large_share(int fd, uint64_t size)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), n = size / pg, large = 0;
+	char *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	double share = -1;
+
+	assert_true(m != MAP_FAILED);
+	if (pm < 0 || kf < 0)
+		goto out;
+	for (uint64_t i = 0; i < n; i++)
+		(void)*(volatile char *)(m + i * pg);	/* map the cached pages */
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t ent = 0, flags = 0, pfn;
+
+		if (pread(pm, &ent, 8, (off_t)(((uintptr_t)m / pg + i) * 8)) != 8)
+			goto out;
+		pfn = ent & ((1ull << 55) - 1);
+		if (!(ent >> 63) || !pfn)
+			goto out;	/* not present, or PFNs hidden */
+		if (pread(kf, &flags, 8, (off_t)(pfn * 8)) != 8)
+			goto out;
+		large += (flags >> 15 & 1) || (flags >> 16 & 1);	/* compound head or tail */
+	}
+	share = (double)large / (double)n;
+out:
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	munmap(m, size);
+	return share;
+}
+
+static void stream_all(const char *p, uint32_t readers, bool shuffle)
+{
+	struct pm_open_opts oo = { .backend = PM_BACKEND_HOST };
+	struct pm_stream_opts o;
+	struct pm_manifest *m;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	uint64_t bytes = 0;
+	char err[256];
+
+	assert_int_equal(pm_open(&ctx, &oo), 0);
+	assert_int_equal(pm_manifest_create(&m), 0);
+	/* items of 1 MiB + 4097: unaligned, adjacent, runs of several MiB */
+	assert_int_equal(pm_manifest_add_file(m, p, (1 << 20) + 4097, err, sizeof(err)), 0);
+	pm_stream_opts_init(&o);
+	o.direct = PM_DIRECT_OFF;
+	o.batch_bytes = 8 << 20;
+	o.readers = readers;
+	o.shuffle = shuffle;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	while (!pm_stream_next(s, &b) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const unsigned char *d = (const unsigned char *)b->host + b->items[i].slot_offset;
+
+			for (uint64_t k = 0; k < b->items[i].length; k += 4093)
+				assert_int_equal(d[k], byte_at(b->items[i].file_offset + k));
+			assert_int_equal(d[b->items[i].length - 1],
+					 byte_at(b->items[i].file_offset + b->items[i].length - 1));
+			bytes += b->items[i].length;
+		}
+		pm_stream_release(s, b);
+	}
+	assert_string_equal(pm_stream_error(s), "");
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+	assert_int_equal(bytes, 40ull << 20);
+}
+
+static void test_cold_stream_large_folios(void **state)
+{
+	uint64_t size = 40ull << 20;
+	char p[PATH_MAX + 32], buf[1 << 16];
+	double control, got;
+	int fd;
+
+	(void)state;
+	path_of(p, sizeof(p), "popstream");
+	fd = cold_file(p, size);
+	/* what a plain sequential read leaves in this file system */
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	control = large_share(fd, size);
+	for (uint32_t readers = 1; readers <= 2; readers++) {
+		for (int shuffle = 0; shuffle <= 1; shuffle++) {
+			drop(fd);
+			stream_all(p, readers, shuffle);
+			assert_int_equal(maps_of(p), 0);	/* the windows went with the lanes */
+			got = large_share(fd, size);
+			print_message("large folios: sequential read %.2f, stream (%u lane%s%s) %.2f\n",
+				      control, readers, readers == 1 ? "" : "s",
+				      shuffle ? ", shuffled" : "", got);
+			/*
+			 * In order, runs are several MiB: without populating,
+			 * reads in flight at once left 0.10.  Shuffled, each
+			 * item is its own run, below PM_POPULATE_MIN: bytes only.
+			 */
+			if (control >= 0.5 && !shuffle)
+				assert_true(got >= 0.8 * control);
+		}
+	}
+	if (control < 0.5)
+		print_message("no large folios from a sequential read here (%.2f): bytes checked only\n",
+			      control);
+	close(fd);
+	unlink(p);
+}
+
+static void test_hugepage_refused(void **state)
+{
+	char p[PATH_MAX + 32];
+	int fd;
+
+	(void)state;
+	path_of(p, sizeof(p), "poprefused");
+	fd = cold_file(p, 40ull << 20);
+	__atomic_store_n(&refuse_hugepage, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&hugepage_refused, 0, __ATOMIC_SEQ_CST);
+	stream_all(p, 2, false);
+	__atomic_store_n(&refuse_hugepage, 0, __ATOMIC_SEQ_CST);
+	/* every cold run asked, was refused, and was read without a window */
+	assert_true(__atomic_load_n(&hugepage_refused, __ATOMIC_SEQ_CST) > 0);
+	assert_int_equal(maps_of(p), 0);
+	close(fd);
+	unlink(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_windows),
+		cmocka_unit_test(test_cold_stream_large_folios),
+		cmocka_unit_test(test_hugepage_refused),
+	};
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return 1;
+	exe[n] = 0;
+	snprintf(dir, sizeof(dir), "%s", dirname(exe));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
