@@ -162,7 +162,7 @@ static void test_windows(void **state)
 	/* eviction: least recently used first, never one with a populate in flight */
 	memset(&ws, 0, sizeof(ws));
 	for (int i = 0; i < 9; i++) {
-		char name[16];
+		char name[24];
 
 		snprintf(name, sizeof(name), "popwin%d", i);
 		path_of(q[i], sizeof(q[i]), name);
