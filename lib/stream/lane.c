@@ -296,11 +296,16 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
 	if (!nfree)
 		return false;
 	ret = pm_popwin_get(&l->pop, path, f->fd, f->size, start, end, &w, &a, &e);
+	if (ret < 0 && ret != -EBUSY)
+		l->no_populate = true;	/* mmap or MADV_HUGEPAGE refused: do not retry every run */
 	if (ret <= 0)
 		return ret == 0;	/* cached: nothing to ask for */
 	piece = (e - a + nfree - 1) / nfree;
 	piece = (piece + PM_POPULATE_ALIGN - 1) & ~(uint64_t)(PM_POPULATE_ALIGN - 1);
-	for (uint64_t o = a; o < e; o += piece) {
+	if (piece > PM_POPULATE_PIECE_MAX)
+		piece = PM_POPULATE_PIECE_MAX;	/* rd->len is 32 bits */
+	/* pieces past the lane's free entries (huge runs, capped pieces) are read as they are */
+	for (uint64_t o = a; o < e && l->free_reads; o += piece) {
 		struct pm_read *rd = l->free_reads;
 
 		l->free_reads = rd->next;

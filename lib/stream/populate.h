@@ -33,6 +33,7 @@
 #define PM_POPULATE_MIN		PM_POPULATE_ALIGN
 #define PM_POPULATE_WINDOW	(256ull << 20)
 #define PM_POPULATE_WINDOWS	8
+#define PM_POPULATE_PIECE_MAX	(1ull << 30)	/* one MADV_POPULATE_READ at most */
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ	22	/* Linux 5.14 */
@@ -58,8 +59,9 @@ struct pm_popwins {
  * [start, end), mapped now if need be: *win is set, and 1 returned when the
  * run's first or last page is not cached (populate [*pstart, *pend) through
  * it: the run widened to PM_POPULATE_ALIGN and cut at the end of the file),
- * 0 when both are (nothing to do).  -errno when no window can be had (every
- * one busy, or mmap/madvise refused): read the run without.
+ * 0 when both are (nothing to do).  -errno when no window can be had:
+ * -EBUSY every one has populates in flight; else mmap or madvise refused it
+ * (nothing was unmapped for it): read the run without.
  */
 int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 		  uint64_t start, uint64_t end, struct pm_popwin **win,

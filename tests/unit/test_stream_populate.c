@@ -5,7 +5,8 @@
  * leaves the page cache in large folios wherever a sequential read would;
  * windows are found again, evicted least recently used and never while a
  * populate is in flight, cut at the end of the file, and all unmapped when
- * the stream ends; a refused MADV_HUGEPAGE falls back to plain reads.
+ * the stream ends; a refused MADV_HUGEPAGE falls back to plain reads; a
+ * cold run of a file the process does not own is found cold.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,6 +23,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pinmem_stream.h"
@@ -175,6 +178,18 @@ static void test_windows(void **state)
 			w->inflight = 1;	/* the oldest is busy */
 		assert_int_equal(maps_of(q[i]), 1);
 	}
+	/* a file that cannot be mapped (a pipe): refused, and no window given up for it */
+	{
+		int pfd[2];
+
+		assert_int_equal(pipe(pfd), 0);
+		assert_int_equal(pm_popwin_get(&ws, 9, pfd[0], 3 << 20, 0, 3 << 20, &w, &a, &e),
+				 -ENODEV);
+		close(pfd[0]);
+		close(pfd[1]);
+		for (int i = 0; i < PM_POPULATE_WINDOWS; i++)
+			assert_int_equal(maps_of(q[i]), 1);
+	}
 	assert_int_equal(pm_popwin_get(&ws, 8, fds[8], 3 << 20, 0, 3 << 20, &w, &a, &e), 1);
 	assert_int_equal(maps_of(q[0]), 1);	/* busy: kept */
 	assert_int_equal(maps_of(q[1]), 0);	/* least recently used idle one */
@@ -191,6 +206,51 @@ static void test_windows(void **state)
 		close(fds[i]);
 		unlink(q[i]);
 	}
+}
+
+/*
+ * A file someone else owns and this process may not write: mincore says
+ * every page is resident (Linux 5.0 and later), yet a cold run must still
+ * be found cold.  Root makes a read-only file and a child reads it as nobody.
+ */
+static void test_not_owner(void **state)
+{
+	uint64_t size = 5ull << 20;
+	char p[64];
+	int fd, st = -1;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	snprintf(p, sizeof(p), "/tmp/pinmem-popwin-owner.%d", (int)getpid());
+	fd = cold_file(p, size);
+	assert_int_equal(fchmod(fd, 0444), 0);
+	close(fd);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct pm_popwins ws;
+		struct pm_popwin *w;
+		uint64_t a, e;
+		int ret;
+
+		memset(&ws, 0, sizeof(ws));
+		if (setgid(65534) || setuid(65534))
+			_exit(77);
+		fd = open(p, O_RDONLY);
+		if (fd < 0)
+			_exit(78);
+		ret = pm_popwin_get(&ws, 0, fd, size, 1 << 20, 3 << 20, &w, &a, &e);
+		pm_popwins_release(&ws);
+		_exit(ret == 1 ? 0 : 10);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	unlink(p);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77 || WEXITSTATUS(st) == 78)
+		skip();		/* no user nobody, or /tmp not readable to it */
+	assert_int_equal(WEXITSTATUS(st), 0);	/* 10: taken for cached */
 }
 
 /* --- streams --- */
@@ -336,6 +396,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_windows),
+		cmocka_unit_test(test_not_owner),
 		cmocka_unit_test(test_cold_stream_large_folios),
 		cmocka_unit_test(test_hugepage_refused),
 	};
