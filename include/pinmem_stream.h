@@ -211,7 +211,12 @@ struct pm_stream_opts {
 	 * Buffered reads copy out of the page cache in these threads.  Each
 	 * ring registers the slots (io_uring charges RLIMIT_MEMLOCK per ring
 	 * without CAP_IPC_LOCK; a lane refused reads unregistered, ring_note
-	 * says so).
+	 * says so).  A run of adjacent buffered items of 2 MiB or more that
+	 * is not cached is first faulted into the page cache in huge folios
+	 * through a read-only MADV_HUGEPAGE mapping of the file, so later
+	 * epochs copy out of 2 MiB folios; each thread keeps up to 8 such
+	 * mappings of 256 MiB while the stream lives, and their pages count
+	 * in the process's RSS as mapped page cache.
 	 */
 	uint32_t readers;
 	uint32_t reserved32;	/* zero */
