@@ -154,13 +154,13 @@ static void drop_cache(struct cmp *c)
 
 /*
  * KiB of free memory this guest reported to its host since boot
- * (virtio-balloon free page reporting), 0 when it reports none.  The host drops what is
- * reported, and the guest refaults it on reuse: blocks of pageblock order
- * (2 MiB) freed by dropping the page cache come back slow to whoever
- * allocates them next, which is any reader that fills the page cache with
- * 2 MiB folios.  On the VM this was measured on, that made cold rounds of
- * (b) and (c) bimodal; with reporting off (page_reporting_order above the
- * largest order) they were not.
+ * (virtio-balloon free page reporting), 0 when it reports none.  The host
+ * drops what is reported, and the guest refaults it on reuse: blocks of
+ * pageblock order (2 MiB) freed by dropping the page cache come back slow
+ * to whoever allocates them next, which is any reader that fills the page
+ * cache with 2 MiB folios.  On the VM this was measured on, that made cold
+ * rounds of (b) and (c) bimodal; with reporting off (page_reporting_order
+ * above the largest order) they were not.
  */
 static uint64_t free_page_reporting(void)
 {
