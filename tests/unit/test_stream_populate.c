@@ -401,6 +401,11 @@ static void test_hugepage_refused(void **state)
 	(void)state;
 	path_of(p, sizeof(p), "poprefused");
 	fd = cold_file(p, 40ull << 20);
+	if (!cold(fd)) {
+		close(fd);
+		unlink(p);
+		skip();		/* this file system keeps files in memory: nothing to populate */
+	}
 	__atomic_store_n(&refuse_hugepage, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&hugepage_refused, 0, __ATOMIC_SEQ_CST);
 	stream_all(p, 2, false);
