@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -267,11 +266,7 @@ static void read_done(void *arg, struct pm_read *rd, int res)
  */
 static bool cached(int fd, uint64_t start, uint64_t end)
 {
-	char c;
-	struct iovec v = { .iov_base = &c, .iov_len = 1 };
-
-	return preadv2(fd, &v, 1, (off_t)start, RWF_NOWAIT) == 1 &&
-	       preadv2(fd, &v, 1, (off_t)(end - 1), RWF_NOWAIT) == 1;
+	return pm_cached_byte(fd, start) && pm_cached_byte(fd, end - 1);
 }
 
 /*

@@ -18,8 +18,7 @@ static int resident(const char *addr, uint64_t pg)
 	return v & 1;
 }
 
-/* Whether the byte at off is in the page cache: a read that may not block. */
-static bool cached_byte(int fd, uint64_t off)
+bool pm_cached_byte(int fd, uint64_t off)
 {
 	char c;
 	struct iovec v = { .iov_base = &c, .iov_len = 1 };
@@ -116,7 +115,7 @@ int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 	 * read that must not block confirms it: for a cached page it reads
 	 * nothing from the disk.
 	 */
-	if (r0 && r1 && cached_byte(fd, start))
+	if (r0 && r1 && pm_cached_byte(fd, start))
 		return 0;
 	*win = w;
 	*pstart = start & ~(uint64_t)(PM_POPULATE_ALIGN - 1);

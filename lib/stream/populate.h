@@ -66,6 +66,11 @@ struct pm_popwins {
 int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 		  uint64_t start, uint64_t end, struct pm_popwin **win,
 		  uint64_t *pstart, uint64_t *pend);
+/*
+ * Whether the byte at off of fd is in the page cache: a one-byte read that
+ * may not block (RWF_NOWAIT), which reads nothing from the disk when it is.
+ */
+bool pm_cached_byte(int fd, uint64_t off);
 /* Unmap every window (none may have populates in flight). */
 void pm_popwins_release(struct pm_popwins *ws);
 
