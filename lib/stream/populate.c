@@ -1,29 +1,59 @@
 // SPDX-License-Identifier: MIT
 /* Windows through which cold runs are populated (populate.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "populate.h"
 
-/* 1 when the page holding addr is in the page cache, 0 when not, -errno. */
-static int resident(const char *addr, uint64_t pg)
+/*
+ * Whether mincore tells this process about fd's page cache.  It does for
+ * the file's owner and whoever may write it; to anyone else every page
+ * looks resident (Linux 5.0).  A page past the end of the file is never
+ * cached: mapped (never touched) and asked about, it tells which.
+ */
+static bool mincore_truthful(int fd, uint64_t eof, uint64_t pg)
 {
-	unsigned char v = 0;
+	unsigned char v = 1;
+	char *m = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, (off_t)eof);
+	bool ok;
 
-	/* mincore of a file mapping answers from the page cache, reading nothing */
-	if (mincore((void *)((uintptr_t)addr & ~(uintptr_t)(pg - 1)), 1, &v))
-		return -errno;
-	return v & 1;
+	if (m == MAP_FAILED)
+		return false;
+	ok = !mincore(m, pg, &v) && !(v & 1);
+	munmap(m, pg);
+	return ok;
 }
 
-bool pm_cached_byte(int fd, uint64_t off)
+/*
+ * 1 when the page of window w holding addr is cached, else 0, reading
+ * nothing from the file: mincore where it tells the truth; elsewhere
+ * whether this window maps the page (/proc/self/pagemap's present bit;
+ * without pagemap, 0: populating a cached page only maps it).  A read that
+ * may not block (RWF_NOWAIT) would start readahead of a cold page, in
+ * small folios, and could find it read by the time it looks.
+ */
+static int resident(struct pm_popwins *ws, const struct pm_popwin *w,
+		    const char *addr, uint64_t pg)
 {
-	char c;
-	struct iovec v = { .iov_base = &c, .iov_len = 1 };
+	uintptr_t page = (uintptr_t)addr & ~(uintptr_t)(pg - 1);
+	unsigned char v = 0;
+	uint64_t ent = 0;
 
-	return preadv2(fd, &v, 1, (off_t)off, RWF_NOWAIT) == 1;
+	if (w->mincore_ok) {
+		if (mincore((void *)page, 1, &v))
+			return -errno;
+		return v & 1;
+	}
+	if (!ws->pagemap_tried) {
+		ws->pagemap_tried = true;
+		ws->pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	}
+	if (ws->pagemap < 0 ||
+	    pread(ws->pagemap, &ent, sizeof(ent), (off_t)(page / pg * sizeof(ent))) != sizeof(ent))
+		return 0;
+	return (int)(ent >> 63);	/* present */
 }
 
 static void unmap(struct pm_popwin *w)
@@ -63,14 +93,24 @@ static int map(struct pm_popwin *w, uint32_t path, int fd, uint64_t eof,
 	m = mmap(NULL, e - a, PROT_READ, MAP_SHARED, fd, (off_t)a);
 	if (m == MAP_FAILED)
 		return -errno;
-	/* without huge folios the fault path reads around the fault, before the run too */
-	if (madvise(m, e - a, MADV_HUGEPAGE) || madvise(m, e - a, MADV_DONTFORK)) {
+	/*
+	 * Without huge folios the fault path reads around the fault, before the
+	 * run too.  MADV_RANDOM: a fault reads its own 2 MiB folio and nothing
+	 * after it.  Otherwise it reads the next one as well, and the fault on
+	 * that one starts async readahead into the next piece, which another
+	 * io_uring worker is populating at the same time: where the two meet,
+	 * readahead finds folios present and falls back to 4 KiB pages (6.1
+	 * and 6.12 left 10-20% of an in-order XFS stream in them).
+	 */
+	if (madvise(m, e - a, MADV_HUGEPAGE) || madvise(m, e - a, MADV_RANDOM) ||
+	    madvise(m, e - a, MADV_DONTFORK)) {
 		int err = -errno;
 
 		munmap(m, e - a);
 		return err;
 	}
 	unmap(w);
+	w->mincore_ok = mincore_truthful(fd, eof, (uint64_t)sysconf(_SC_PAGESIZE));
 	w->path = path;
 	w->off = a;
 	w->addr = m;
@@ -105,17 +145,11 @@ int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 			return ret;
 	}
 	w->used = ++ws->clock;
-	r0 = resident(w->addr + (start - w->off), pg);
-	r1 = resident(w->addr + (end - 1 - w->off), pg);
+	r0 = resident(ws, w, w->addr + (start - w->off), pg);
+	r1 = resident(ws, w, w->addr + (end - 1 - w->off), pg);
 	if (r0 < 0 || r1 < 0)
 		return r0 < 0 ? r0 : r1;
-	/*
-	 * mincore tells the truth only to the file's owner or someone who may
-	 * write it; to anyone else every page looks resident (Linux 5.0).  A
-	 * read that must not block confirms it: for a cached page it reads
-	 * nothing from the disk.
-	 */
-	if (r0 && r1 && pm_cached_byte(fd, start))
+	if (r0 && r1)
 		return 0;
 	*win = w;
 	*pstart = start & ~(uint64_t)(PM_POPULATE_ALIGN - 1);
@@ -131,4 +165,7 @@ void pm_popwins_release(struct pm_popwins *ws)
 {
 	for (uint32_t i = 0; i < PM_POPULATE_WINDOWS; i++)
 		unmap(&ws->w[i]);
+	if (ws->pagemap_tried && ws->pagemap >= 0)
+		close(ws->pagemap);
+	ws->pagemap_tried = false;
 }

@@ -47,11 +47,14 @@ struct pm_popwin {
 	size_t len;
 	uint32_t inflight;	/* populates through it not yet completed */
 	uint64_t used;		/* LRU clock */
+	bool mincore_ok;	/* mincore tells this file's page cache (populate.c) */
 };
 
 struct pm_popwins {
 	struct pm_popwin w[PM_POPULATE_WINDOWS];
 	uint64_t clock;
+	int pagemap;		/* /proc/self/pagemap, opened when first needed */
+	bool pagemap_tried;
 };
 
 /*
@@ -59,19 +62,16 @@ struct pm_popwins {
  * [start, end), mapped now if need be: *win is set, and 1 returned when the
  * run's first or last page is not cached (populate [*pstart, *pend) through
  * it: the run widened to PM_POPULATE_ALIGN and cut at the end of the file),
- * 0 when both are (nothing to do).  -errno when no window can be had:
+ * 0 when both are (nothing to do).  Asking reads nothing: for a file whose
+ * page cache mincore does not show to this process, "cached" means mapped
+ * in the window (populating what another process cached only maps it).  -errno when no window can be had:
  * -EBUSY every one has populates in flight; else mmap or madvise refused it
  * (nothing was unmapped for it): read the run without.
  */
 int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 		  uint64_t start, uint64_t end, struct pm_popwin **win,
 		  uint64_t *pstart, uint64_t *pend);
-/*
- * Whether the byte at off of fd is in the page cache: a one-byte read that
- * may not block (RWF_NOWAIT), which reads nothing from the disk when it is.
- */
-bool pm_cached_byte(int fd, uint64_t off);
-/* Unmap every window (none may have populates in flight). */
+/* Unmap every window (none may have populates in flight), close pagemap. */
 void pm_popwins_release(struct pm_popwins *ws);
 
 #endif

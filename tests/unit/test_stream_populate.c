@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -124,6 +125,30 @@ static int populate(char *addr, size_t len)
 	return madvise(addr, len, MADV_POPULATE_READ) ? -errno : 0;
 }
 
+/* The VmFlags line of the mapping that starts at addr, from /proc/self/smaps. */
+static void vmflags_of(const void *addr, char *flags, size_t n)
+{
+	char line[512], want[32];
+	FILE *f = fopen("/proc/self/smaps", "r");
+	bool in = false;
+
+	assert_non_null(f);
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)(uintptr_t)addr);
+	flags[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') &&
+		    strncmp(line, "VmFlags:", 8))
+			in = !strncmp(line, want, strlen(want));
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			size_t k = strlen(line + 8) < n ? strlen(line + 8) : n - 1;
+
+			memcpy(flags, line + 8, k);
+			flags[k] = 0;
+		}
+	}
+	fclose(f);
+}
+
 /* --- windows --- */
 
 static void test_windows(void **state)
@@ -131,7 +156,7 @@ static void test_windows(void **state)
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), size = (5ull << 20) + 123, a, e;
 	struct pm_popwins ws;
 	struct pm_popwin *w, *w2;
-	char p[PATH_MAX + 32], q[9][PATH_MAX + 32];
+	char p[PATH_MAX + 32], q[9][PATH_MAX + 32], flags[256];
 	int fd, fds[9], ret;
 
 	(void)state;
@@ -150,6 +175,16 @@ static void test_windows(void **state)
 	assert_int_equal(w->len, (size + pg - 1) / pg * pg);	/* the whole (small) file */
 	assert_int_equal(a, 4 << 20);
 	assert_int_equal(e, w->off + w->len);
+	/*
+	 * Huge folios (hg), a fault reads only its own folio (rr: without it,
+	 * readahead past a piece raced the next one and left 10-20% of an XFS
+	 * stream in 4 KiB pages on 6.1 and 6.12), no copy in children (dc).
+	 */
+	assert_true(w->mincore_ok);	/* the owner (or root) gets the truth */
+	vmflags_of(w->addr, flags, sizeof(flags));
+	assert_non_null(strstr(flags, " hg"));
+	assert_non_null(strstr(flags, " rr"));
+	assert_non_null(strstr(flags, " dc"));
 	ret = populate(w->addr + a, e - a);
 	if (ret == -EINVAL) {
 		pm_popwins_release(&ws);
@@ -223,54 +258,120 @@ static void test_windows(void **state)
 	}
 }
 
+/* Whether the page at off of p is cached, as its owner's mincore says (the truth). */
+static bool cached_now(const char *p, uint64_t off)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	int fd = open(p, O_RDONLY);
+	unsigned char v = 0;
+	char *m;
+
+	assert_true(fd >= 0);
+	m = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, (off_t)(off & ~(pg - 1)));
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(mincore(m, pg, &v), 0);
+	munmap(m, pg);
+	close(fd);
+	return v & 1;
+}
+
+/* In a child as nobody: what pm_popwin_get and a populate do with p. */
+static int not_owner_child(const char *p, uint64_t size, bool do_populate)
+{
+	struct pm_popwins ws;
+	struct pm_popwin *w;
+	uint64_t a, e;
+	int fd, ret;
+
+	memset(&ws, 0, sizeof(ws));
+	if (setgid(65534) || setuid(65534))
+		return 77;
+	/* as a process started as nobody is: setuid made this one undumpable, /proc/self root's */
+	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return 77;	/* not reachable to nobody */
+	ret = pm_popwin_get(&ws, 0, fd, size, 1 << 20, 3 << 20, &w, &a, &e);
+	if (ret != 1)
+		return 10;	/* taken for cached */
+	if (w->mincore_ok)
+		return 11;	/* mincore lies to nobody here: the check must have said so */
+	if (do_populate) {
+		if (populate(w->addr + a, e - a))
+			return 12;
+		/* populated: mapped in the window, so now cached */
+		if (pm_popwin_get(&ws, 0, fd, size, 1 << 20, 3 << 20, &w, &a, &e) != 0)
+			return 13;
+		/* the rest of the file is not */
+		if (pm_popwin_get(&ws, 0, fd, size, 4 << 20, size, &w, &a, &e) != 1)
+			return 14;
+	}
+	pm_popwins_release(&ws);
+	return 0;
+}
+
 /*
  * A file someone else owns and this process may not write: mincore says
- * every page is resident (Linux 5.0 and later), yet a cold run must still
- * be found cold.  Root makes a read-only file and a child reads it as nobody.
+ * every page is resident (Linux 5.0), yet a cold run must still be found
+ * cold, without reading it to find out (a read that may not block starts
+ * readahead in small folios, and can find the page read by the time it
+ * looks), and a run populated through the window found cached.  Root makes
+ * a read-only file and a child reads it as nobody: next to the test binary,
+ * else in /tmp, whichever can be cold and reached by nobody.
  */
-static void test_not_owner(void **state)
+static int not_owner_in(const char *d, bool do_populate)
 {
 	uint64_t size = 5ull << 20;
-	char p[64];
+	char p[PATH_MAX + 32];
 	int fd, st = -1;
 	pid_t pid;
 
-	(void)state;
-	if (geteuid() != 0)
-		skip();
-	snprintf(p, sizeof(p), "/tmp/pinmem-popwin-owner.%d", (int)getpid());
+	snprintf(p, sizeof(p), "%s/pinmem-popwin-owner.%d", d, (int)getpid());
 	fd = cold_file(p, size);
 	if (!cold(fd)) {
 		close(fd);
 		unlink(p);
-		skip();		/* /tmp keeps files in memory (tmpfs) */
+		return 77;	/* this file system keeps files in memory (tmpfs) */
 	}
+	/* cold() itself starts readahead at 0: let it finish, away from the run at 1 MiB */
+	for (int i = 0; i < 100 && !cached_now(p, 0); i++)
+		usleep(2000);
+	assert_false(cached_now(p, 1 << 20));
 	assert_int_equal(fchmod(fd, 0444), 0);
 	close(fd);
 	pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct pm_popwins ws;
-		struct pm_popwin *w;
-		uint64_t a, e;
-		int ret;
-
-		memset(&ws, 0, sizeof(ws));
-		if (setgid(65534) || setuid(65534))
-			_exit(77);
-		fd = open(p, O_RDONLY);
-		if (fd < 0)
-			_exit(78);
-		ret = pm_popwin_get(&ws, 0, fd, size, 1 << 20, 3 << 20, &w, &a, &e);
-		pm_popwins_release(&ws);
-		_exit(ret == 1 ? 0 : 10);
-	}
+	if (pid == 0)
+		_exit(not_owner_child(p, size, do_populate));
 	assert_int_equal(waitpid(pid, &st, 0), pid);
-	unlink(p);
 	assert_true(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 77 || WEXITSTATUS(st) == 78)
-		skip();		/* no user nobody, or /tmp not readable to it */
-	assert_int_equal(WEXITSTATUS(st), 0);	/* 10: taken for cached */
+	if (!do_populate && WEXITSTATUS(st) == 0) {
+		/* asking read nothing: the run's first page is still not cached */
+		for (int i = 0; i < 50; i++) {
+			assert_false(cached_now(p, 1 << 20));
+			usleep(2000);
+		}
+	}
+	unlink(p);
+	return WEXITSTATUS(st);
+}
+
+static void test_not_owner(void **state)
+{
+	const char *dirs[] = { dir, "/tmp" };
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	for (int populated = 0; populated <= 1; populated++) {
+		int st = 77;
+
+		for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && st == 77; i++)
+			st = not_owner_in(dirs[i], populated);
+		if (st == 77)
+			skip();		/* no cold file system that nobody can reach */
+		assert_int_equal(st, 0);
+	}
 }
 
 /* --- streams --- */
@@ -379,11 +480,15 @@ static void test_cold_stream_large_folios(void **state)
 				      shuffle ? ", shuffled" : "", got);
 			/*
 			 * In order, runs are several MiB: without populating,
-			 * reads in flight at once left 0.10.  Shuffled, each
-			 * item is its own run, below PM_POPULATE_MIN: bytes only.
+			 * reads in flight at once left 0.10.  Not all 1.00:
+			 * where the reads' own readahead (8 MiB on the
+			 * development host) meets the next run's populate,
+			 * both find folios present and fall back to 4 KiB
+			 * pages (0.85-1.00 there).  Shuffled, each item is
+			 * its own run, below PM_POPULATE_MIN: bytes only.
 			 */
 			if (control >= 0.5 && !shuffle)
-				assert_true(got >= 0.8 * control);
+				assert_true(got >= 0.7 * control);
 		}
 	}
 	if (control < 0.5)
