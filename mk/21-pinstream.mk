@@ -53,6 +53,9 @@ $(O)/vm/test_stream_module: tests/unit/test_stream.c $(LIBPINMEM_A) $(wildcard t
 		$(LDFLAGS) -o $@ $< $(LIBPINMEM_A) -lcmocka $(PM_LDLIBS)
 VM_EXTRA_TESTS += $(O)/vm/test_stream_module
 vm-check: $(O)/vm/test_stream_module
+# Both again on ext4 and XFS disks in the VM (tests/vm/README.md): real
+# O_DIRECT, page cache that can be cold, the populate path on 6.1 and 6.12.
+VM_DISK_TESTS += $(O)/vm/test_stream_module $(O)/unit/test_stream_populate
 
 CHECK_STEPS += pinstream-check
 

@@ -41,7 +41,8 @@ status=0
 for kv in "$@"; do
 	t0=$(date +%s)
 	if tests/vm/run.sh --kernel "/boot/vmlinuz-$kv" \
-		--kbuild "/lib/modules/$kv/build" --kver "$kv" --accel "$accel"; then
+		--kbuild "/lib/modules/$kv/build" --kver "$kv" --accel "$accel" \
+		--disks "${VM_DISKS-ext4 xfs}"; then
 		r=PASS
 	else
 		r=FAIL

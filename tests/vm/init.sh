@@ -98,6 +98,22 @@ unload() {	# name
 	fi
 }
 
+# Scratch disks (run.sh --disks): their modules, then each file system at
+# /mnt/FS, where pass 2 runs the disk tests.
+disks=
+while read -r m; do
+	insmod "$m" || record "insmod-${m##*/}" 1 0
+done </etc/pinmem-vm-modules
+while read -r fs dev; do
+	mkdir -p "/mnt/$fs"
+	if mount -t "$fs" "/dev/$dev" "/mnt/$fs" && chmod 1777 "/mnt/$fs"; then
+		disks="$disks $fs"
+		record "mount-$fs" 0 0
+	else
+		record "mount-$fs" 1 0
+	fi
+done </etc/pinmem-vm-disks
+
 # Pass 1: every test program, in name order.
 load insmod
 if [ "$loaded" = 1 ]; then
@@ -121,9 +137,22 @@ if [ "$loaded" = 0 ]; then
 		for t in /tests/extra/*; do
 			[ -x "$t" ] && run_test "extra-${t##*/}" "$t"
 		done
+		# Copied onto the disk: the tests keep their files next to themselves.
+		for fs in $disks; do
+			mkdir -p "/mnt/$fs/tests"
+			for t in /tests/disk/*; do
+				[ -x "$t" ] || continue
+				cp "$t" "/mnt/$fs/tests/" &&
+					run_test "$fs-${t##*/}" "/mnt/$fs/tests/${t##*/}"
+			done
+		done
 		unload rmmod-final
 	fi
 fi
+
+for fs in $disks; do
+	check "umount-$fs" umount "/mnt/$fs"
+done
 
 # Every FOLL_PIN taken since boot must have been released by now (fold the
 # per-cpu deltas into the totals first).

@@ -17,6 +17,12 @@ usage: $0 --kernel BZIMAGE --kbuild KERNEL_BUILD_DIR --kver NAME [options]
   --extra "BINS"   more test executables, with the shared libraries ldd lists
                    (default \$VM_EXTRA_TESTS)
   --append "ARGS"  more kernel command line
+  --disks "FS..."  one scratch virtio disk per file system (ext4, xfs), made
+                   with mkfs.FS; /init mounts it at /mnt/FS and runs the
+                   --disk-tests from there (none by default; make vm-check
+                   asks for ext4 and xfs)
+  --disk-tests "BINS"  executables run once from each disk, with the shared
+                   libraries ldd lists (default \$VM_DISK_TESTS)
   --hook FILE      executable copied to /hook.sh; /init runs it with the
                    argument boot, loaded (after insmod) or unloaded (after rmmod)
   --out DIR        work and log directory (default \$O/vm/NAME)
@@ -26,6 +32,8 @@ EOF
 }
 
 kernel= kbuild= kver= module= out= append= hook= probe_only=0
+disks=
+disk_tests=${VM_DISK_TESTS:-}
 timeout=${VM_TIMEOUT:-1800}
 accel=${VM_ACCEL:-auto}
 extra=${VM_EXTRA_TESTS:-}
@@ -41,6 +49,8 @@ while [ $# -gt 0 ]; do
 	--accel) accel=$2; shift ;;
 	--extra) extra=$2; shift ;;
 	--append) append=$2; shift ;;
+	--disks) disks=$2; shift ;;
+	--disk-tests) disk_tests=$2; shift ;;
 	--hook) hook=$2; shift ;;
 	--out) out=$2; shift ;;
 	--probe-only) probe_only=1 ;;
@@ -105,7 +115,7 @@ fi
 root=$out/initramfs
 rm -rf "$root"
 mkdir -p "$root/bin" "$root/etc" "$root/tests/kernel" "$root/tests/extra" \
-	"$root/proc" "$root/sys" "$root/dev" "$root/tmp"
+	"$root/tests/disk" "$root/lib/vm-modules" "$root/proc" "$root/sys" "$root/dev" "$root/tmp"
 cp "$busybox" "$root/bin/busybox"
 cp "$O/vm/vm-hugepages" "$root/bin/vm-hugepages"
 cp "$here/init.sh" "$root/init"
@@ -131,6 +141,58 @@ for t in $extra; do
 	cp "$t" "$root/tests/extra/"
 	copy_libs "$t"
 done
+[ -n "$disks" ] || disk_tests=
+for t in $disk_tests; do
+	[ -x "$t" ] || { echo "vm: disk test $t is not an executable" >&2; exit 1; }
+	cp "$t" "$root/tests/disk/"
+	copy_libs "$t"
+done
+
+# Scratch disks: a fresh file system per disk, attached as /dev/vda, vdb...,
+# and the kernel modules (in load order, uncompressed for busybox insmod) that
+# virtio-blk and those file systems need on this kernel; built-in ones need
+# nothing.  The stream tests run on tmpfs otherwise, which has no O_DIRECT
+# before 6.6, never drops a file's pages and has other large folios.
+drives=
+: >"$root/etc/pinmem-vm-disks"
+: >"$root/etc/pinmem-vm-modules"
+if [ -n "$disks" ]; then
+	mods=$(for m in virtio_pci virtio_blk $disks; do
+		modprobe -S "$kver" --show-depends "$m" 2>/dev/null ||
+			echo "missing $m"
+	done | awk '$1 == "insmod" && !seen[$2]++ { print $2 } $1 == "missing" { print }')
+	case $mods in *missing*)
+		echo "vm: $kver lacks $(echo "$mods" | awk '$1 == "missing" { printf "%s ", $2 }')(neither a module in /lib/modules/$kver nor built in); cannot attach --disks" >&2
+		exit 1 ;;
+	esac
+	n=10
+	for m in $mods; do
+		ko=$root/lib/vm-modules/$n-$(basename "${m%.ko*}").ko
+		case $m in
+		*.ko.xz) xz -dc "$m" >"$ko" ;;
+		*.ko.zst) zstd -qdc "$m" >"$ko" ;;
+		*.ko.gz) gzip -dc "$m" >"$ko" ;;
+		*) cp "$m" "$ko" ;;
+		esac
+		echo "/lib/vm-modules/${ko##*/}" >>"$root/etc/pinmem-vm-modules"
+		n=$((n + 1))
+	done
+	dev=a
+	for fs in $disks; do
+		command -v "mkfs.$fs" >/dev/null 2>&1 ||
+			{ echo "vm: mkfs.$fs not found (scripts/install-deps.sh installs it)" >&2; exit 1; }
+		img=$out/disk-$fs.img
+		rm -f "$img"
+		truncate -s 1G "$img"
+		case $fs in
+		ext4) mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$img" ;;
+		*) "mkfs.$fs" -q -f "$img" >/dev/null ;;
+		esac
+		drives="$drives -drive file=$img,if=virtio,format=raw,cache=unsafe"
+		echo "$fs vd$dev" >>"$root/etc/pinmem-vm-disks"
+		dev=$(echo "$dev" | tr a-y b-z)
+	done
+fi
 # VM_EXTRA_ROOT: directories other parts want copied as they are into the
 # initramfs root (the Python tests' interpreter and packages, mk/80-python.mk).
 for d in ${VM_EXTRA_ROOT:-}; do
@@ -156,9 +218,10 @@ start=$(date +%s)
 rc=0
 timeout -k 10 "$timeout" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" \
 	-m 2048 -smp 2 -nographic -no-reboot -net none \
-	-kernel "$kernel" -initrd "$out/initrd.gz" \
+	-kernel "$kernel" -initrd "$out/initrd.gz" $drives \
 	-append "console=ttyS0 panic=-1 movablecore=512M $append" </dev/null >"$log" 2>&1 || rc=$?
 secs=$(($(date +%s) - start))
+rm -f "$out"/disk-*.img
 
 # Judge the log.  Carriage returns come from the serial console.
 clean=$out/console.txt
