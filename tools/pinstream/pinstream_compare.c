@@ -27,7 +27,10 @@
  * A warm row over a 1 GiB dataset lasts ~0.1 s, and on a shared machine one
  * row can get half the CPU the next one got: every row runs --rounds times
  * (cold rounds, then warm rounds), each round in a rotated order so no mode
- * always runs first, and a row shows the median of its rounds.  The summary
+ * always runs first, and every other round reversed: rotating alone keeps
+ * each mode after the same one, and what a row leaves behind (the page
+ * cache it dropped, memory it freed, which a VM may hand back to its host)
+ * falls on the next.  A row shows the median of its rounds.  The summary
  * also gives the range of each round's ratio against that round's strongest
  * baseline.
  */
@@ -551,7 +554,7 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 			    " (host side only: the copy to the device is the same for every row)");
 	printf("cold rows: page cache dropped first with %s; warm rows: dropped, read once untimed by the same mode, then timed (a second epoch); 'cached' is the share of the files in the page cache when the row started\n",
 	       c->drop_note[0] ? c->drop_note : "nothing (no row ran)");
-	printf("every row ran %u round%s (cold rounds, then warm rounds; a rotated order each round): GB/s and CPU s/GB are medians, 'range' the rounds' GB/s\n",
+	printf("every row ran %u round%s (cold rounds, then warm rounds; a rotated order each round, reversed every other round): GB/s and CPU s/GB are medians, 'range' the rounds' GB/s\n",
 	       c->rounds, c->rounds == 1 ? "" : "s");
 	if (c->reported_kib)
 		printf("note: this VM gives free memory back to its host (free page reporting: %llu MiB during the cold rounds): 2 MiB blocks freed by dropping the page cache are refaulted on reuse, so cold rounds of readers that fill the page cache with 2 MiB folios ((b), (c)) can be several times slower\n",
@@ -632,7 +635,8 @@ static void print_json(struct cmp *c, struct row *rows, int n)
 
 /*
  * The modes order[0..n) of one cache state, c->rounds times, round r in
- * order rotated by r; their summaries appended to rows[*nrows].
+ * order rotated by r, and reversed when r is odd; their summaries appended
+ * to rows[*nrows].
  */
 static void run_rounds(struct cmp *c, const enum mode *order, size_t n, bool warm,
 		       struct row *rows, int *nrows)
@@ -642,7 +646,7 @@ static void run_rounds(struct cmp *c, const enum mode *order, size_t n, bool war
 
 	for (uint32_t r = 0; r < c->rounds; r++)
 		for (size_t i = 0; i < n; i++) {
-			size_t k = (i + r) % n;
+			size_t k = (r & 1) ? n - 1 - (i + r) % n : (i + r) % n;
 
 			run_row(c, order[k], warm, &run[r][k]);
 		}
