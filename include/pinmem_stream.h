@@ -213,8 +213,9 @@ struct pm_stream_opts {
 	 * without CAP_IPC_LOCK; a lane refused reads unregistered, ring_note
 	 * says so).  A run of adjacent buffered items of 2 MiB or more that
 	 * is not cached is first faulted into the page cache in huge folios
-	 * through a read-only MADV_HUGEPAGE mapping of the file, so later
-	 * epochs copy out of 2 MiB folios; each thread keeps up to 8 such
+	 * through a read-only MADV_HUGEPAGE mapping of the file (Linux 5.18
+	 * and later), so later epochs copy out of 2 MiB folios; each thread
+	 * keeps up to 8 such
 	 * mappings of 256 MiB while the stream lives, and their pages count
 	 * in the process's RSS as mapped page cache.
 	 */
@@ -294,7 +295,9 @@ struct pm_stream_stats {
 	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint32_t readers;	/* reader threads (opts.readers as applied) */
 	uint32_t reserved32;	/* zero */
-	uint64_t reserved[15];	/* room for new counters; zero */
+	/* bytes faulted into the page cache in huge folios before their reads (see readers) */
+	uint64_t populated_bytes;
+	uint64_t reserved[14];	/* room for new counters; zero */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */

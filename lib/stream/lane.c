@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -205,11 +206,20 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
  */
 static void populate_done(struct lane *l, struct pm_read *rd, int res)
 {
+	struct pm_stream *s = l->s;
 	struct slot *sl = rd->owner;
 	struct pm_popwin *w = rd->win;
 
 	if (res == -EINVAL || res == -EOPNOTSUPP)
 		l->no_populate = true;
+	if (res == 0) {
+		uint64_t off = w->off + (uint64_t)(rd->dst - w->addr);
+		struct pm_sfile *f = &s->fs.f[w->path];
+
+		__atomic_fetch_add(&s->populated_bytes, rd->len, __ATOMIC_RELAXED);
+		if (!w->mincore_ok)
+			pm_populated_mark(&f->populated, f->size, off, off + rd->len);
+	}
 	w->inflight--;
 	sl->populating--;
 }
@@ -292,7 +302,7 @@ static bool cached(int fd, uint64_t start, uint64_t end)
 static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
 			 uint32_t path, uint64_t start, uint64_t end)
 {
-	const struct pm_sfile *f = &s->fs.f[path];
+	struct pm_sfile *f = &s->fs.f[path];
 	uint64_t nfree = 0, piece, a, e;
 	struct pm_popwin *w;
 	int ret;
@@ -305,9 +315,11 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
 		return false;
 	ret = pm_popwin_get(&l->pop, path, f->fd, f->size, start, end, &w, &a, &e);
 	if (ret < 0 && ret != -EBUSY)
-		l->no_populate = true;	/* mmap or MADV_HUGEPAGE refused: do not retry every run */
+		l->no_populate = true;	/* refused, or cannot tell what is cached: do not retry every run */
 	if (ret <= 0)
 		return ret == 0;	/* cached: nothing to ask for */
+	if (!w->mincore_ok && pm_populated_all(&f->populated, a, e))
+		return true;	/* populated before, through a window since evicted */
 	piece = (e - a + nfree - 1) / nfree;
 	piece = (piece + PM_POPULATE_ALIGN - 1) & ~(uint64_t)(PM_POPULATE_ALIGN - 1);
 	if (piece > PM_POPULATE_PIECE_MAX)
@@ -719,10 +731,10 @@ static void *lane_main(void *arg)
 	}
 	lane_exit(s);
 	pthread_mutex_unlock(&s->lock);
-	if (!l->ring_failed) {
+	if (!l->ring_failed)
 		pm_reader_exit(r);
-		pm_popwins_release(&l->pop);	/* else the kernel may still fault through them */
-	}
+	/* after a ring failure the kernel may still fault through the windows */
+	pm_popwins_release(&l->pop, !l->ring_failed);
 	return NULL;
 }
 
@@ -768,16 +780,21 @@ static uint32_t lane_count(const struct pm_stream *s)
 /* Start the lanes' threads; each sets up its ring (create waits for them). */
 int pm_lanes_start(struct pm_stream *s)
 {
+	struct utsname uts;
+
 	s->nlanes = lane_count(s);
 	if (s->fs.lazy)
 		pm_sfiles_parts(&s->fs, s->nlanes);
 	s->lanes = calloc(s->nlanes, sizeof(*s->lanes));
 	if (!s->lanes)
 		return pm_ctx_error(s->ctx, -ENOMEM, "no memory for %u reader lanes", s->nlanes);
+	if (uname(&uts))
+		uts.release[0] = 0;
 	for (uint32_t i = 0; i < s->nlanes; i++) {
 		struct lane *l = &s->lanes[i];
 
 		l->s = s;
+		l->no_populate = !pm_populate_supported(uts.release);
 		l->reads = calloc(lane_qd(s, l), sizeof(*l->reads));
 		l->buf_index = calloc(s->nslots, sizeof(*l->buf_index));
 		if (!l->reads || !l->buf_index)

@@ -2,16 +2,35 @@
 /* Windows through which cold runs are populated (populate.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "populate.h"
 
 /*
+ * Linux 5.18 made a fault on a MADV_HUGEPAGE file mapping read a whole
+ * 2 MiB folio (and gave XFS large folios).  Before, a fault read around
+ * the page into 4 KiB pages, and with MADV_RANDOM only the page itself:
+ * populating would read the run 4 KiB at a time.
+ */
+bool pm_populate_supported(const char *release)
+{
+	unsigned int major, minor;
+
+	if (sscanf(release, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major > 5 || (major == 5 && minor >= 18);
+}
+
+/*
  * Whether mincore tells this process about fd's page cache.  It does for
  * the file's owner and whoever may write it; to anyone else every page
- * looks resident (Linux 5.0).  A page past the end of the file is never
- * cached: mapped (never touched) and asked about, it tells which.
+ * looks resident (Linux 5.0).  A page past the end of the file is not
+ * cached (but for a large folio across EOF, as tmpfs huge=always makes:
+ * then this says no, which only costs the pagemap way): mapped, never
+ * touched, and asked about, it tells which.
  */
 static bool mincore_truthful(int fd, uint64_t eof, uint64_t pg)
 {
@@ -29,10 +48,12 @@ static bool mincore_truthful(int fd, uint64_t eof, uint64_t pg)
 /*
  * 1 when the page of window w holding addr is cached, else 0, reading
  * nothing from the file: mincore where it tells the truth; elsewhere
- * whether this window maps the page (/proc/self/pagemap's present bit;
- * without pagemap, 0: populating a cached page only maps it).  A read that
- * may not block (RWF_NOWAIT) would start readahead of a cold page, in
- * small folios, and could find it read by the time it looks.
+ * whether this window maps the page (/proc/self/pagemap's present bit);
+ * -EACCES when pagemap cannot be read (an undumpable process, some
+ * sandboxes): the caller reads without windows then, rather than populate
+ * every run of every epoch.  A read that may not block (RWF_NOWAIT) would
+ * start readahead of a cold page, in small folios, and could find it read
+ * by the time it looks.
  */
 static int resident(struct pm_popwins *ws, const struct pm_popwin *w,
 		    const char *addr, uint64_t pg)
@@ -52,7 +73,7 @@ static int resident(struct pm_popwins *ws, const struct pm_popwin *w,
 	}
 	if (ws->pagemap < 0 ||
 	    pread(ws->pagemap, &ent, sizeof(ent), (off_t)(page / pg * sizeof(ent))) != sizeof(ent))
-		return 0;
+		return -EACCES;
 	return (int)(ent >> 63);	/* present */
 }
 
@@ -161,9 +182,42 @@ int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 	return 1;
 }
 
-void pm_popwins_release(struct pm_popwins *ws)
+void pm_populated_mark(uint64_t **bm, uint64_t size, uint64_t start, uint64_t end)
 {
-	for (uint32_t i = 0; i < PM_POPULATE_WINDOWS; i++)
+	uint64_t *b = __atomic_load_n(bm, __ATOMIC_ACQUIRE);
+
+	if (!b) {
+		uint64_t *nb = calloc((size / PM_POPULATE_ALIGN + 64) / 64, sizeof(*nb));
+
+		if (!nb)
+			return;	/* a hint: the next epoch populates again */
+		if (__atomic_compare_exchange_n(bm, &b, nb, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			b = nb;
+		else
+			free(nb);	/* another lane's came first: b is it */
+	}
+	/* whole chunks only, and the last one of the file */
+	for (uint64_t c = (start + PM_POPULATE_ALIGN - 1) / PM_POPULATE_ALIGN;
+	     c * PM_POPULATE_ALIGN < end && ((c + 1) * PM_POPULATE_ALIGN <= end || end >= size); c++)
+		__atomic_fetch_or(&b[c / 64], 1ull << (c % 64), __ATOMIC_RELAXED);
+}
+
+bool pm_populated_all(uint64_t **bm, uint64_t start, uint64_t end)
+{
+	uint64_t *b = __atomic_load_n(bm, __ATOMIC_ACQUIRE);
+
+	if (!b || start >= end)
+		return false;
+	for (uint64_t c = start / PM_POPULATE_ALIGN; c * PM_POPULATE_ALIGN < end; c++)
+		if (!(__atomic_load_n(&b[c / 64], __ATOMIC_RELAXED) & (1ull << (c % 64))))
+			return false;
+	return true;
+}
+
+void pm_popwins_release(struct pm_popwins *ws, bool unmap_windows)
+{
+	for (uint32_t i = 0; i < PM_POPULATE_WINDOWS && unmap_windows; i++)
 		unmap(&ws->w[i]);
 	if (ws->pagemap_tried && ws->pagemap >= 0)
 		close(ws->pagemap);

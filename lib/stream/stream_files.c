@@ -394,9 +394,11 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 
 void pm_sfiles_close(struct pm_stream_files *fs)
 {
-	for (uint32_t i = 0; fs->f && i < fs->n; i++)
+	for (uint32_t i = 0; fs->f && i < fs->n; i++) {
 		if (fs->f[i].fd >= 0)
 			close(fs->f[i].fd);
+		free(fs->f[i].populated);
+	}
 	free(fs->f);
 	free(fs->align);
 	free(fs->entries);

@@ -40,6 +40,7 @@ struct pm_sfile {
 	int32_t entry;		/* lazy: table entry holding the file, -1: none */
 	bool size_known;	/* false for pseudo files (procfs, sysfs) */
 	uint8_t note;		/* index into notes */
+	uint64_t *populated;	/* populate.h: chunks this stream populated, NULL: none yet */
 };
 
 /* A lazy table entry: the file it holds and the reads in flight on it. */

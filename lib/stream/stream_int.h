@@ -81,7 +81,7 @@ struct lane {
 	struct slot *ra;	/* started, its readahead not yet asked for */
 	uint32_t reading;	/* its batches in READING state */
 	bool ring_failed;	/* the kernel may hold reads into the slots */
-	bool no_populate;	/* the kernel refused MADV_POPULATE_READ through io_uring */
+	bool no_populate;	/* before 5.18, or windows or MADV_POPULATE_READ refused */
 	struct pm_popwins pop;	/* its windows for populates */
 	pthread_t thread;
 	bool started;
@@ -135,6 +135,7 @@ struct pm_stream {
 	uint64_t bytes, read_bytes, batches, items, failed_batches, failed_items;
 	uint64_t consumer_wait_ns, reader_wait_ns;
 	uint64_t total_items, total_bytes;
+	uint64_t populated_bytes;	/* atomic: lanes add as populates complete */
 	struct pm_hist read_hist, copy_hist;
 };
 

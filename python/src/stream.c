@@ -257,7 +257,7 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 	if (r < 0)
 		return pmpy_raise(self->ctx->ctx, r, "pm_stream_stats");
 	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:N,s:N,"
-			     "s:I,s:I,s:s,s:s,s:I,s:I,s:K,s:s,s:K,s:K}",
+			     "s:I,s:I,s:s,s:s,s:I,s:I,s:K,s:s,s:K,s:K,s:K}",
 			     "bytes", (unsigned long long)st.bytes,
 			     "read_bytes", (unsigned long long)st.read_bytes,
 			     "batches", (unsigned long long)st.batches,
@@ -273,7 +273,8 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 			     "readers", st.readers, "slots", st.slots, "slot_bytes", (unsigned long long)st.slot_bytes,
 			     "pin", pm_pin_mode_name(st.pin),
 			     "total_items", (unsigned long long)st.total_items,
-			     "total_bytes", (unsigned long long)st.total_bytes);
+			     "total_bytes", (unsigned long long)st.total_bytes,
+			     "populated_bytes", (unsigned long long)st.populated_bytes);
 }
 
 static PyMethodDef stream_methods[] = {

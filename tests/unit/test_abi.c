@@ -19,7 +19,8 @@
 _Static_assert(sizeof(struct pm_stream_opts) == 152, "pm_stream_opts layout changed");
 _Static_assert(offsetof(struct pm_stream_opts, reserved) == 96, "pm_stream_opts grew outside reserved");
 _Static_assert(sizeof(struct pm_stream_stats) == 568, "pm_stream_stats layout changed");
-_Static_assert(offsetof(struct pm_stream_stats, reserved) == 448, "pm_stream_stats grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_stats, reserved) == 456, "pm_stream_stats grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_stats, populated_bytes) == 448, "pm_stream_stats moved a counter");
 _Static_assert(sizeof(struct pm_open_opts) == 80, "pm_open_opts layout changed");
 _Static_assert(sizeof(struct pm_buf_opts) == 56, "pm_buf_opts layout changed");
 _Static_assert(sizeof(struct pm_batch) == 64, "pm_batch layout changed");

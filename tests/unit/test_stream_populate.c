@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +35,7 @@
 /* --- a stand-in for madvise that refuses MADV_HUGEPAGE in the lanes on request --- */
 
 static int refuse_hugepage;
-static unsigned int hugepage_refused;
+static unsigned int hugepage_refused, hugepage_asked;
 
 int madvise(void *addr, size_t len, int advice)
 {
@@ -43,14 +43,31 @@ int madvise(void *addr, size_t len, int advice)
 		(int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
 	char name[16];
 
-	if (advice == MADV_HUGEPAGE && __atomic_load_n(&refuse_hugepage, __ATOMIC_SEQ_CST) &&
+	if (advice == MADV_HUGEPAGE &&
 	    !pthread_getname_np(pthread_self(), name, sizeof(name)) &&
 	    !strncmp(name, "pinmem-read", 11)) {
-		__atomic_fetch_add(&hugepage_refused, 1, __ATOMIC_SEQ_CST);
-		errno = EINVAL;
-		return -1;
+		__atomic_fetch_add(&hugepage_asked, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&refuse_hugepage, __ATOMIC_SEQ_CST)) {
+			__atomic_fetch_add(&hugepage_refused, 1, __ATOMIC_SEQ_CST);
+			errno = EINVAL;
+			return -1;
+		}
 	}
 	return real(addr, len, advice);
+}
+
+/* --- a stand-in for uname that names another kernel on request --- */
+
+static const char *fake_release;
+
+int uname(struct utsname *u)
+{
+	int (*real)(struct utsname *) = (int (*)(struct utsname *))dlsym(RTLD_NEXT, "uname");
+	int ret = real(u);
+
+	if (!ret && fake_release)
+		snprintf(u->release, sizeof(u->release), "%s", fake_release);
+	return ret;
 }
 
 /* --- files --- */
@@ -89,10 +106,30 @@ static int cold_file(const char *p, uint64_t size)
 /* Whether the file system let the first page go (tmpfs keeps it: nothing can be cold there). */
 static bool cold(int fd)
 {
-	char c;
-	struct iovec v = { .iov_base = &c, .iov_len = 1 };
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, 0);
+	unsigned char v = 1;
 
-	return preadv2(fd, &v, 1, 0, RWF_NOWAIT) < 0 && errno == EAGAIN;
+	/* mincore: the truth for the file's owner, and it reads nothing (RWF_NOWAIT would start readahead) */
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(mincore(m, pg, &v), 0);
+	munmap(m, pg);
+	return !(v & 1);
+}
+
+/* A cold file of size bytes at p (named name), or the test skipped where files cannot be cold. */
+static int cold_or_skip(char *p, size_t n, const char *name, uint64_t size)
+{
+	int fd;
+
+	path_of(p, n, name);
+	fd = cold_file(p, size);
+	if (!cold(fd)) {
+		close(fd);
+		unlink(p);
+		skip();		/* this file system keeps files in memory: nothing to populate */
+	}
+	return fd;
 }
 
 static void drop(int fd)
@@ -187,7 +224,7 @@ static void test_windows(void **state)
 	assert_non_null(strstr(flags, " dc"));
 	ret = populate(w->addr + a, e - a);
 	if (ret == -EINVAL) {
-		pm_popwins_release(&ws);
+		pm_popwins_release(&ws, true);
 		close(fd);
 		unlink(p);
 		skip();		/* MADV_POPULATE_READ: Linux 5.14 */
@@ -207,7 +244,7 @@ static void test_windows(void **state)
 	/* runs that are not in the file */
 	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, 4 << 20, size + 1, &w2, &a, &e), -EINVAL);
 	assert_int_equal(pm_popwin_get(&ws, 0, fd, size, 7, 7, &w2, &a, &e), -EINVAL);
-	pm_popwins_release(&ws);
+	pm_popwins_release(&ws, true);
 	assert_int_equal(maps_of(p), 0);
 	close(fd);
 	unlink(p);
@@ -250,7 +287,7 @@ static void test_windows(void **state)
 	assert_int_equal(maps_of(q[1]), 0);
 	for (int i = 0; i < PM_POPULATE_WINDOWS; i++)
 		ws.w[i].inflight = 0;
-	pm_popwins_release(&ws);
+	pm_popwins_release(&ws, true);
 	for (int i = 0; i < 9; i++) {
 		assert_int_equal(maps_of(q[i]), 0);
 		close(fds[i]);
@@ -275,9 +312,12 @@ static bool cached_now(const char *p, uint64_t off)
 	return v & 1;
 }
 
+enum not_owner_case { ASK, POPULATE, UNDUMPABLE };
+
 /* In a child as nobody: what pm_popwin_get and a populate do with p. */
-static int not_owner_child(const char *p, uint64_t size, bool do_populate)
+static int not_owner_child(const char *p, uint64_t size, enum not_owner_case c)
 {
+	bool do_populate = c == POPULATE;
 	struct pm_popwins ws;
 	struct pm_popwin *w;
 	uint64_t a, e;
@@ -286,12 +326,21 @@ static int not_owner_child(const char *p, uint64_t size, bool do_populate)
 	memset(&ws, 0, sizeof(ws));
 	if (setgid(65534) || setuid(65534))
 		return 77;
-	/* as a process started as nobody is: setuid made this one undumpable, /proc/self root's */
-	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	/*
+	 * As a process started as nobody is: setuid made this one
+	 * undumpable, its /proc/self root's.  Left so, pagemap is closed to
+	 * it, and nothing tells what is cached: no window.
+	 */
+	if (c != UNDUMPABLE)
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	fd = open(p, O_RDONLY);
 	if (fd < 0)
 		return 77;	/* not reachable to nobody */
 	ret = pm_popwin_get(&ws, 0, fd, size, 1 << 20, 3 << 20, &w, &a, &e);
+	if (c == UNDUMPABLE) {
+		pm_popwins_release(&ws, true);
+		return ret == -EACCES ? 0 : 15;
+	}
 	if (ret != 1)
 		return 10;	/* taken for cached */
 	if (w->mincore_ok)
@@ -306,7 +355,7 @@ static int not_owner_child(const char *p, uint64_t size, bool do_populate)
 		if (pm_popwin_get(&ws, 0, fd, size, 4 << 20, size, &w, &a, &e) != 1)
 			return 14;
 	}
-	pm_popwins_release(&ws);
+	pm_popwins_release(&ws, true);
 	return 0;
 }
 
@@ -319,7 +368,7 @@ static int not_owner_child(const char *p, uint64_t size, bool do_populate)
  * a read-only file and a child reads it as nobody: next to the test binary,
  * else in /tmp, whichever can be cold and reached by nobody.
  */
-static int not_owner_in(const char *d, bool do_populate)
+static int not_owner_in(const char *d, enum not_owner_case c)
 {
 	uint64_t size = 5ull << 20;
 	char p[PATH_MAX + 32];
@@ -333,19 +382,16 @@ static int not_owner_in(const char *d, bool do_populate)
 		unlink(p);
 		return 77;	/* this file system keeps files in memory (tmpfs) */
 	}
-	/* cold() itself starts readahead at 0: let it finish, away from the run at 1 MiB */
-	for (int i = 0; i < 100 && !cached_now(p, 0); i++)
-		usleep(2000);
 	assert_false(cached_now(p, 1 << 20));
 	assert_int_equal(fchmod(fd, 0444), 0);
 	close(fd);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(not_owner_child(p, size, do_populate));
+		_exit(not_owner_child(p, size, c));
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
-	if (!do_populate && WEXITSTATUS(st) == 0) {
+	if (c != POPULATE && WEXITSTATUS(st) == 0) {
 		/* asking read nothing: the run's first page is still not cached */
 		for (int i = 0; i < 50; i++) {
 			assert_false(cached_now(p, 1 << 20));
@@ -363,15 +409,30 @@ static void test_not_owner(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	for (int populated = 0; populated <= 1; populated++) {
+	for (enum not_owner_case c = ASK; c <= UNDUMPABLE; c++) {
 		int st = 77;
 
 		for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && st == 77; i++)
-			st = not_owner_in(dirs[i], populated);
+			st = not_owner_in(dirs[i], c);
 		if (st == 77)
 			skip();		/* no cold file system that nobody can reach */
 		assert_int_equal(st, 0);
 	}
+}
+
+/* Populating starts with Linux 5.18 (huge folio faults of MADV_HUGEPAGE file mappings). */
+static void test_supported(void **state)
+{
+	(void)state;
+	assert_false(pm_populate_supported("5.15.0-91-generic"));
+	assert_false(pm_populate_supported("5.17.15"));
+	assert_false(pm_populate_supported("4.19.0-26-amd64"));
+	assert_false(pm_populate_supported(""));
+	assert_false(pm_populate_supported("unknown"));
+	assert_true(pm_populate_supported("5.18.0"));
+	assert_true(pm_populate_supported("6.1.0-57-amd64"));
+	assert_true(pm_populate_supported("6.12.95+deb12-amd64"));
+	assert_true(pm_populate_supported("10.0"));
 }
 
 /* --- streams --- */
@@ -415,10 +476,15 @@ out:
 	return share;
 }
 
-static void stream_all(const char *p, uint32_t readers, bool shuffle)
+/*
+ * Stream the files paths[0..n) in items of item bytes with options o
+ * (buffered, 8 MiB batches), checking every delivered byte; the stream's
+ * stats in *st.  Returns the bytes delivered.
+ */
+static uint64_t stream_files(const char *const *paths, int n, uint64_t item,
+			     struct pm_stream_opts *o, struct pm_stream_stats *st)
 {
 	struct pm_open_opts oo = { .backend = PM_BACKEND_HOST };
-	struct pm_stream_opts o;
 	struct pm_manifest *m;
 	struct pm_stream *s;
 	struct pm_batch *b;
@@ -428,14 +494,11 @@ static void stream_all(const char *p, uint32_t readers, bool shuffle)
 
 	assert_int_equal(pm_open(&ctx, &oo), 0);
 	assert_int_equal(pm_manifest_create(&m), 0);
-	/* items of 1 MiB + 4097: unaligned, adjacent, runs of several MiB */
-	assert_int_equal(pm_manifest_add_file(m, p, (1 << 20) + 4097, err, sizeof(err)), 0);
-	pm_stream_opts_init(&o);
-	o.direct = PM_DIRECT_OFF;
-	o.batch_bytes = 8 << 20;
-	o.readers = readers;
-	o.shuffle = shuffle;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(pm_manifest_add_file(m, paths[i], item, err, sizeof(err)), 0);
+	o->direct = PM_DIRECT_OFF;
+	o->batch_bytes = 8 << 20;
+	assert_int_equal(pm_stream_create(ctx, m, o, &s), 0);
 	while (!pm_stream_next(s, &b) && b) {
 		for (uint32_t i = 0; i < b->nitems; i++) {
 			const unsigned char *d = (const unsigned char *)b->host + b->items[i].slot_offset;
@@ -449,10 +512,23 @@ static void stream_all(const char *p, uint32_t readers, bool shuffle)
 		pm_stream_release(s, b);
 	}
 	assert_string_equal(pm_stream_error(s), "");
+	assert_int_equal(pm_stream_stats(s, st), 0);
 	pm_stream_destroy(s);
 	pm_manifest_destroy(m);
 	pm_close(ctx);
-	assert_int_equal(bytes, 40ull << 20);
+	return bytes;
+}
+
+/* The 40 MiB file p in items of 1 MiB + 4097: unaligned, adjacent, runs of several MiB. */
+static void stream_all(const char *p, uint32_t readers, bool shuffle)
+{
+	struct pm_stream_stats st;
+	struct pm_stream_opts o;
+
+	pm_stream_opts_init(&o);
+	o.readers = readers;
+	o.shuffle = shuffle;
+	assert_int_equal(stream_files(&p, 1, (1 << 20) + 4097, &o, &st), 40ull << 20);
 }
 
 static void test_cold_stream_large_folios(void **state)
@@ -504,13 +580,7 @@ static void test_hugepage_refused(void **state)
 	int fd;
 
 	(void)state;
-	path_of(p, sizeof(p), "poprefused");
-	fd = cold_file(p, 40ull << 20);
-	if (!cold(fd)) {
-		close(fd);
-		unlink(p);
-		skip();		/* this file system keeps files in memory: nothing to populate */
-	}
+	fd = cold_or_skip(p, sizeof(p), "poprefused", 40ull << 20);
 	__atomic_store_n(&refuse_hugepage, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&hugepage_refused, 0, __ATOMIC_SEQ_CST);
 	stream_all(p, 2, false);
@@ -522,13 +592,117 @@ static void test_hugepage_refused(void **state)
 	unlink(p);
 }
 
+/*
+ * Populated bytes of one lane streaming the 4 MiB files p[0..n) (one item
+ * each) for two epochs: more files than the lane has windows, so the first
+ * ones' windows are gone when the second epoch comes back to them.
+ */
+static uint64_t two_epochs_populated(char (*p)[PATH_MAX + 32], int n)
+{
+	const char *paths[PM_POPULATE_WINDOWS + 2];
+	struct pm_stream_stats st;
+	struct pm_stream_opts o;
+
+	assert_true(n <= (int)(sizeof(paths) / sizeof(paths[0])));
+	for (int i = 0; i < n; i++)
+		paths[i] = p[i];
+	pm_stream_opts_init(&o);
+	o.pin = PM_PIN_NONE;	/* nobody's RLIMIT_MEMLOCK does not matter here */
+	o.readers = 1;
+	o.epochs = 2;
+	assert_int_equal(stream_files(paths, n, 4 << 20, &o, &st), 2ull * n * (4 << 20));
+	return st.populated_bytes;
+}
+
+/*
+ * Each cold run is populated once per stream, not again when a later epoch
+ * finds its window evicted: for the owner mincore says it is cached; for
+ * anyone else (to whom mincore says every page is) the stream remembers it.
+ */
+static void test_populated_once(void **state)
+{
+	enum { N = PM_POPULATE_WINDOWS + 2 };
+	char p[N][PATH_MAX + 32];
+	uint64_t want = (uint64_t)N * (4 << 20);
+	bool is_cold = true;
+	int st = -1;
+	pid_t pid;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		char name[12];
+		int fd;
+
+		snprintf(name, sizeof(name), "poponce%d", i % 100);
+		path_of(p[i], sizeof(p[i]), name);
+		fd = cold_file(p[i], 4 << 20);
+		is_cold = is_cold && cold(fd);
+		assert_int_equal(fchmod(fd, 0444), 0);
+		close(fd);
+	}
+	if (!is_cold) {
+		for (int i = 0; i < N; i++)
+			unlink(p[i]);
+		skip();		/* this file system keeps files in memory: nothing to populate */
+	}
+	assert_int_equal(two_epochs_populated(p, N), want);	/* the owner */
+	if (geteuid() == 0) {
+		for (int i = 0; i < N; i++) {
+			int fd = open(p[i], O_RDONLY);
+
+			drop(fd);
+			close(fd);
+		}
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			if (setgid(65534) || setuid(65534))
+				_exit(77);
+			prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+			if (access(p[0], R_OK))
+				_exit(77);	/* not reachable to nobody */
+			_exit(two_epochs_populated(p, N) == want ? 0 : 10);
+		}
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFEXITED(st));
+		if (WEXITSTATUS(st) != 77)
+			assert_int_equal(WEXITSTATUS(st), 0);	/* 10: populated again */
+	}
+	for (int i = 0; i < N; i++)
+		unlink(p[i]);
+}
+
+/* Before Linux 5.18 the lanes map no window: cold runs get WILLNEED, as before populating. */
+static void test_old_kernel(void **state)
+{
+	char p[PATH_MAX + 32];
+	int fd;
+
+	(void)state;
+	fd = cold_or_skip(p, sizeof(p), "popold", 40ull << 20);
+	__atomic_store_n(&hugepage_asked, 0, __ATOMIC_SEQ_CST);
+	fake_release = "5.17.15-generic";
+	stream_all(p, 2, false);
+	fake_release = NULL;
+	assert_int_equal(__atomic_load_n(&hugepage_asked, __ATOMIC_SEQ_CST), 0);
+	/* and on this kernel, the same cold stream does map windows */
+	drop(fd);
+	stream_all(p, 2, false);
+	assert_true(__atomic_load_n(&hugepage_asked, __ATOMIC_SEQ_CST) > 0);
+	close(fd);
+	unlink(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_supported),
 		cmocka_unit_test(test_windows),
 		cmocka_unit_test(test_not_owner),
 		cmocka_unit_test(test_cold_stream_large_folios),
 		cmocka_unit_test(test_hugepage_refused),
+		cmocka_unit_test(test_old_kernel),
+		cmocka_unit_test(test_populated_once),
 	};
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);

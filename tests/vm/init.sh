@@ -142,8 +142,11 @@ if [ "$loaded" = 0 ]; then
 			mkdir -p "/mnt/$fs/tests"
 			for t in /tests/disk/*; do
 				[ -x "$t" ] || continue
-				cp "$t" "/mnt/$fs/tests/" &&
+				if cp "$t" "/mnt/$fs/tests/"; then
 					run_test "$fs-${t##*/}" "/mnt/$fs/tests/${t##*/}"
+				else
+					record "$fs-${t##*/}" 1 0
+				fi
 			done
 		done
 		unload rmmod-final

@@ -157,6 +157,9 @@ drives=
 : >"$root/etc/pinmem-vm-disks"
 : >"$root/etc/pinmem-vm-modules"
 if [ -n "$disks" ]; then
+	PATH=$PATH:/usr/sbin:/sbin	# modprobe, mkfs.* (not in a user's PATH on Debian)
+	command -v modprobe >/dev/null 2>&1 ||
+		{ echo "vm: modprobe not found (kmod), needed for --disks" >&2; exit 1; }
 	mods=$(for m in virtio_pci virtio_blk $disks; do
 		modprobe -S "$kver" --show-depends "$m" 2>/dev/null ||
 			echo "missing $m"
@@ -169,11 +172,14 @@ if [ -n "$disks" ]; then
 	for m in $mods; do
 		ko=$root/lib/vm-modules/$n-$(basename "${m%.ko*}").ko
 		case $m in
-		*.ko.xz) xz -dc "$m" >"$ko" ;;
-		*.ko.zst) zstd -qdc "$m" >"$ko" ;;
-		*.ko.gz) gzip -dc "$m" >"$ko" ;;
-		*) cp "$m" "$ko" ;;
+		*.ko.xz) unz=xz ;;
+		*.ko.zst) unz=zstd ;;
+		*.ko.gz) unz=gzip ;;
+		*) unz=cat ;;
 		esac
+		command -v "$unz" >/dev/null 2>&1 ||
+			{ echo "vm: $unz not found, needed to unpack $m (scripts/install-deps.sh installs it)" >&2; exit 1; }
+		if [ "$unz" = cat ]; then cp "$m" "$ko"; else "$unz" -dc "$m" >"$ko"; fi
 		echo "/lib/vm-modules/${ko##*/}" >>"$root/etc/pinmem-vm-modules"
 		n=$((n + 1))
 	done
@@ -184,9 +190,14 @@ if [ -n "$disks" ]; then
 		img=$out/disk-$fs.img
 		rm -f "$img"
 		truncate -s 1G "$img"
+		# features every kernel of the matrix (6.1 and later) mounts, whatever
+		# a newer mkfs would choose by default
 		case $fs in
 		ext4) mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$img" ;;
-		*) "mkfs.$fs" -q -f "$img" >/dev/null ;;
+		xfs)	# (xfsprogs 6.1 cannot read its own lts_6.1.conf: then its defaults)
+			mkfs.xfs -q -f -c options=/usr/share/xfsprogs/mkfs/lts_6.1.conf \
+				"$img" 2>/dev/null || mkfs.xfs -q -f "$img" ;;
+		*) "mkfs.$fs" -q "$img" >/dev/null ;;
 		esac
 		drives="$drives -drive file=$img,if=virtio,format=raw,cache=unsafe"
 		echo "$fs vd$dev" >>"$root/etc/pinmem-vm-disks"

@@ -136,6 +136,7 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	       st->files_buffered, a->device, st->numa_node, st->gpu_numa_node);
 	lat_json("read_latency", &st->read_lat);
 	lat_json("copy_latency", &st->copy_lat);
+	printf(",\"populated_bytes\":%llu", (unsigned long long)st->populated_bytes);
 	printf(",\"load_s\":%.6f,\"create_s\":%.6f,\"ring_note\":", su->load_s, su->create_s);
 	ps_json_str(stdout, st->ring_note);
 	printf(",\"error\":");
