@@ -295,7 +295,10 @@ struct pm_stream_stats {
 	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */
 	uint32_t readers;	/* reader threads (opts.readers as applied) */
 	uint32_t reserved32;	/* zero */
-	/* bytes faulted into the page cache in huge folios before their reads (see readers) */
+	/*
+	 * bytes of cold runs populated before their reads (see readers):
+	 * runs rounded out to 2 MiB, pages found cached on the way included
+	 */
 	uint64_t populated_bytes;
 	uint64_t reserved[14];	/* room for new counters; zero */
 };

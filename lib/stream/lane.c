@@ -318,8 +318,14 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
 		l->no_populate = true;	/* refused, or cannot tell what is cached: do not retry every run */
 	if (ret <= 0)
 		return ret == 0;	/* cached: nothing to ask for */
-	if (!w->mincore_ok && pm_populated_all(&f->populated, a, e))
-		return true;	/* populated before, through a window since evicted */
+	/*
+	 * Populated before, through a window since evicted: cached, unless
+	 * reclaim took it since.  The one-byte reads tell (and only where
+	 * reclaim did do they start readahead).
+	 */
+	if (!w->mincore_ok && pm_populated_all(&f->populated, a, e) &&
+	    cached(f->fd, start, end))
+		return true;
 	piece = (e - a + nfree - 1) / nfree;
 	piece = (piece + PM_POPULATE_ALIGN - 1) & ~(uint64_t)(PM_POPULATE_ALIGN - 1);
 	if (piece > PM_POPULATE_PIECE_MAX)

@@ -77,9 +77,9 @@ int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
  * The chunks (PM_POPULATE_ALIGN) of a file a stream has populated, a bitmap
  * *bm allocated on first use (shared by the lanes: atomic; freed with the
  * stream's files).  Where mincore cannot tell (someone else's file) and the
- * window that mapped a run is gone, a run populated before is taken for
- * cached: a dataset of more files than windows would otherwise be
- * populated again every epoch.  Warm, 3-epoch streams as nobody over 24
+ * window that mapped a run is gone, a run populated before is only checked
+ * with a read that may not block (lane.c): a dataset of more files than
+ * windows would otherwise be populated again every epoch.  Warm, 3-epoch streams as nobody over 24
  * files of 64 MiB read 19.8-25.1 GB/s so, 21.8-24.7 with this, and
  * 25.1-28.7 with the RWF_NOWAIT probe of before: a stream's first epoch
  * still populates (only maps) what it finds cached by another process.

@@ -635,8 +635,8 @@ static void print_json(struct cmp *c, struct row *rows, int n)
 
 /*
  * The modes order[0..n) of one cache state, c->rounds times, round r in
- * order rotated by r, and reversed when r is odd; their summaries appended
- * to rows[*nrows].
+ * order rotated by r / 2, and reversed when r is odd (so for an even n too,
+ * every mode comes first in turn); their summaries appended to rows[*nrows].
  */
 static void run_rounds(struct cmp *c, const enum mode *order, size_t n, bool warm,
 		       struct row *rows, int *nrows)
@@ -646,7 +646,7 @@ static void run_rounds(struct cmp *c, const enum mode *order, size_t n, bool war
 
 	for (uint32_t r = 0; r < c->rounds; r++)
 		for (size_t i = 0; i < n; i++) {
-			size_t k = (r & 1) ? n - 1 - (i + r) % n : (i + r) % n;
+			size_t k = (r & 1) ? (n - 1 - i + r / 2) % n : (i + r / 2) % n;
 
 			run_row(c, order[k], warm, &run[r][k]);
 		}
