@@ -121,7 +121,7 @@ static int map(struct pm_popwin *w, uint32_t path, int fd, uint64_t eof,
 	 * that one starts async readahead into the next piece, which another
 	 * io_uring worker is populating at the same time: where the two meet,
 	 * readahead finds folios present and falls back to 4 KiB pages (6.1
-	 * and 6.12 left 10-20% of an in-order XFS stream in them).
+	 * and 6.12 left 5-20% of an in-order XFS stream in them).
 	 */
 	if (madvise(m, e - a, MADV_HUGEPAGE) || madvise(m, e - a, MADV_RANDOM) ||
 	    madvise(m, e - a, MADV_DONTFORK)) {
