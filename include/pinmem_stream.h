@@ -215,9 +215,8 @@ struct pm_stream_opts {
 	 * is not cached is first faulted into the page cache in huge folios
 	 * through a read-only MADV_HUGEPAGE mapping of the file (Linux 5.18
 	 * and later), so later epochs copy out of 2 MiB folios; each thread
-	 * keeps up to 8 such
-	 * mappings of 256 MiB while the stream lives, and their pages count
-	 * in the process's RSS as mapped page cache.
+	 * keeps up to 8 such mappings of 256 MiB while the stream lives, and
+	 * their pages count in the process's RSS as mapped page cache.
 	 */
 	uint32_t readers;
 	uint32_t reserved32;	/* zero */

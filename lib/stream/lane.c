@@ -280,12 +280,13 @@ static bool cached_byte(int fd, uint64_t off)
 }
 
 /*
- * Whether a run too short to populate [start, end) looks cached: its first
- * and last bytes read without blocking.  Two one-byte reads cost far less
- * than WILLNEED walking a cached range page by page in a lane.  On a cold
- * run they start readahead of a few pages (RWF_NOWAIT does not stop it),
- * and may find those read by the time they look: then only the WILLNEED
- * hint is missed, the reads still fetch the run.
+ * Whether the run [start, end) looks cached (one not populated, or one a
+ * stream populated before through a window since evicted): its first and
+ * last bytes read without blocking.  Two one-byte reads cost far less than
+ * WILLNEED walking a cached range page by page in a lane.  On a cold run
+ * they start readahead of a few pages (RWF_NOWAIT does not stop it), and
+ * may find those read by the time they look: then only the hint (WILLNEED
+ * or the populate) is missed, the reads still fetch the run.
  */
 static bool cached(int fd, uint64_t start, uint64_t end)
 {
