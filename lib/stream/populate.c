@@ -102,7 +102,7 @@ static struct pm_popwin *victim(struct pm_popwins *ws)
 }
 
 /* Map the window for [start, end) in place of w, which is unmapped only once that worked. */
-static int map(struct pm_popwin *w, uint32_t path, int fd, uint64_t eof,
+static int map(struct pm_popwin *w, uint32_t path, int fd, uint64_t eof, uint64_t pg,
 	       uint64_t start, uint64_t end)
 {
 	uint64_t a = start & ~(PM_POPULATE_WINDOW - 1);
@@ -131,7 +131,7 @@ static int map(struct pm_popwin *w, uint32_t path, int fd, uint64_t eof,
 		return err;
 	}
 	unmap(w);
-	w->mincore_ok = mincore_truthful(fd, eof, (uint64_t)sysconf(_SC_PAGESIZE));
+	w->mincore_ok = mincore_truthful(fd, eof, pg);
 	w->path = path;
 	w->off = a;
 	w->addr = m;
@@ -161,7 +161,7 @@ int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 		w = victim(ws);
 		if (!w)
 			return -EBUSY;
-		ret = map(w, path, fd, eof, start, end);
+		ret = map(w, path, fd, eof, pg, start, end);
 		if (ret)
 			return ret;
 	}

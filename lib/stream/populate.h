@@ -66,9 +66,9 @@ struct pm_popwins {
  * 0 when both are (nothing to do).  Asking reads nothing: for a file whose
  * page cache mincore does not show to this process, "cached" means mapped
  * in the window (populating what another process cached only maps it); if
- * /proc/self/pagemap cannot tell that either, -EACCES.  -errno when no window can be had:
- * -EBUSY every one has populates in flight; else mmap or madvise refused it
- * (nothing was unmapped for it): read the run without.
+ * /proc/self/pagemap cannot tell that either, -EACCES.  -errno when no
+ * window can be had: -EBUSY every one has populates in flight; else mmap or
+ * madvise refused it (nothing was unmapped for it): read the run without.
  */
 int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
 		  uint64_t start, uint64_t end, struct pm_popwin **win,
@@ -79,10 +79,11 @@ int pm_popwin_get(struct pm_popwins *ws, uint32_t path, int fd, uint64_t size,
  * stream's files).  Where mincore cannot tell (someone else's file) and the
  * window that mapped a run is gone, a run populated before is only checked
  * with a read that may not block (lane.c): a dataset of more files than
- * windows would otherwise be populated again every epoch.  Warm, 3-epoch streams as nobody over 24
- * files of 64 MiB read 19.8-25.1 GB/s so, 21.8-24.7 with this, and
- * 25.1-28.7 with the RWF_NOWAIT probe of before: a stream's first epoch
- * still populates (only maps) what it finds cached by another process.
+ * windows would otherwise be populated again every epoch.  Warm, 3-epoch
+ * streams as nobody over 24 files of 64 MiB read 19.8-25.1 GB/s so,
+ * 21.8-24.7 with this, and 25.1-28.7 with the RWF_NOWAIT probe of before:
+ * a stream's first epoch still populates (only maps) what it finds cached
+ * by another process.
  */
 void pm_populated_mark(uint64_t **bm, uint64_t size, uint64_t start, uint64_t end);
 bool pm_populated_all(uint64_t **bm, uint64_t start, uint64_t end);

@@ -104,17 +104,25 @@ static int cold_file(const char *p, uint64_t size)
 }
 
 /* Whether the file system let the first page go (tmpfs keeps it: nothing can be cold there). */
-static bool cold(int fd)
+/*
+ * Whether the page at off of fd is cached: mincore, the truth for the file's
+ * owner, and it reads nothing (RWF_NOWAIT would start readahead).
+ */
+static bool page_cached(int fd, uint64_t off)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-	char *m = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, 0);
-	unsigned char v = 1;
+	char *m = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, (off_t)(off & ~(pg - 1)));
+	unsigned char v = 0;
 
-	/* mincore: the truth for the file's owner, and it reads nothing (RWF_NOWAIT would start readahead) */
 	assert_true(m != MAP_FAILED);
 	assert_int_equal(mincore(m, pg, &v), 0);
 	munmap(m, pg);
-	return !(v & 1);
+	return v & 1;
+}
+
+static bool cold(int fd)
+{
+	return !page_cached(fd, 0);
 }
 
 /* A cold file of size bytes at p (named name), or the test skipped where files cannot be cold. */
@@ -298,18 +306,13 @@ static void test_windows(void **state)
 /* Whether the page at off of p is cached, as its owner's mincore says (the truth). */
 static bool cached_now(const char *p, uint64_t off)
 {
-	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
 	int fd = open(p, O_RDONLY);
-	unsigned char v = 0;
-	char *m;
+	bool c;
 
 	assert_true(fd >= 0);
-	m = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, (off_t)(off & ~(pg - 1)));
-	assert_true(m != MAP_FAILED);
-	assert_int_equal(mincore(m, pg, &v), 0);
-	munmap(m, pg);
+	c = page_cached(fd, off);
 	close(fd);
-	return v & 1;
+	return c;
 }
 
 enum not_owner_case { ASK, POPULATE, UNDUMPABLE };
