@@ -73,12 +73,20 @@ enum pm_backend_kind {
 #define PM_OPEN_NO_MODULE	(1U << 0)	/* do not use /dev/pinmem */
 #define PM_OPEN_REQUIRE_MODULE	(1U << 1)	/* fail without a usable module (-ENODEV, open's errno, -EPROTO) */
 
+/*
+ * pm_open_opts.cuda_device: the opening thread's current CUDA device
+ * (cudaGetDevice, which creates no context), so that a process that called
+ * cudaSetDevice(LOCAL_RANK) (torch.cuda.set_device) gets its own GPU rather
+ * than a context on GPU 0.  pm_ctx_info.cuda_device says which it was.
+ */
+#define PM_CUDA_DEVICE_CURRENT	(-1)
+
 struct pm_open_opts {
 	unsigned int flags;		/* PM_OPEN_* */
 	enum pm_backend_kind backend;	/* PM_BACKEND_AUTO by default */
 	const char *device;		/* NULL: PINMEM_DEVICE ("/dev/pinmem") */
 	const char *cuda_library;	/* NULL: $PINMEM_CUDART, else libcudart.so.N */
-	int cuda_device;		/* CUDA device ordinal, default 0 */
+	int cuda_device;		/* CUDA device ordinal, default 0; or PM_CUDA_DEVICE_CURRENT */
 	char *errbuf;			/* if set, pm_open's failure sentence goes here */
 	size_t errbuf_len;
 	uint64_t reserved[4];		/* must be zero */

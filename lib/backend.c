@@ -20,6 +20,7 @@ void pm_backend_init(struct pm_backend *be, const struct pm_backend_ops *ops)
 	be->ops = ops;
 	be->err[0] = '\0';
 	be->pci_bus_id[0] = '\0';
+	be->cuda_device = -1;
 	pthread_mutex_init(&be->err_lock, NULL);
 }
 

@@ -63,6 +63,8 @@ struct pm_backend {
 	char err[160];
 	/* The device's PCI address ("0000:41:00.0"), "" without a device. */
 	char pci_bus_id[32];
+	/* The CUDA device it copies to, -1 without one. */
+	int cuda_device;
 };
 
 /* Set up and tear down the common part (a backend's create and destroy). */

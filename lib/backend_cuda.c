@@ -177,11 +177,23 @@ static int cuda_register(struct pm_backend *be, void *ptr, size_t len)
 		       "cudaHostRegister");
 }
 
+/*
+ * The copies queued from the range finish first: unregistering (then
+ * unpinning) pages a DMA still reads is undefined, and pm_buf_free and
+ * pm_close may come before the caller waited for its last copies.
+ */
 static int cuda_unregister(struct pm_backend *be, void *ptr)
 {
 	struct cuda_be *c = cb(be);
+	int r = guard_enter(c);
 
-	return GUARDED(c, c->rt.HostUnregister(ptr), "cudaHostUnregister");
+	if (r)
+		return r;
+	r = check(c, c->rt.StreamSynchronize(c->stream), "cudaStreamSynchronize");
+	if (!r)
+		r = check(c, c->rt.HostUnregister(ptr), "cudaHostUnregister");
+	guard_exit(c);
+	return r;
 }
 
 static int cuda_dev_alloc(struct pm_backend *be, size_t len, void **devp)
@@ -632,6 +644,14 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 			 (int)e, cuda_advice(e));
 		goto fail;
 	}
+	if (c->device == PM_CUDA_DEVICE_CURRENT) {
+		e = c->rt.GetDevice(&c->device);
+		if (e != cudaSuccess) {
+			snprintf(note, note_len, "cudaGetDevice: %s (%d): %s", c->rt.GetErrorName(e),
+				 (int)e, cuda_advice(e));
+			goto fail;
+		}
+	}
 	if (c->device < 0 || c->device >= n) {
 		snprintf(note, note_len, n ? "CUDA device %d asked for, %d present" :
 			 "no CUDA device (device %d asked for)", c->device, n);
@@ -661,6 +681,7 @@ int pm_backend_cuda_create(const struct pm_backend_cfg *cfg,
 		snprintf(note, note_len, "%s", c->be.err);
 		goto fail;
 	}
+	c->be.cuda_device = c->device;
 	*bep = &c->be;
 	return 0;
 fail:

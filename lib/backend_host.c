@@ -156,6 +156,8 @@ static int host_unregister(struct pm_backend *be, void *ptr)
 
 	pthread_mutex_lock(&h->lock);
 	r = take_range(&h->regs, ptr);
+	if (r)
+		wait_all(h);	/* as the cuda backend: copies queued from it finish first */
 	pthread_mutex_unlock(&h->lock);
 	if (!r)
 		return pm_backend_error(be, -ENOENT, "%p is not registered", ptr);

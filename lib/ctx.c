@@ -234,7 +234,6 @@ int pm_open_sys(struct pm_ctx **ctxp, const struct pm_open_opts *opts,
 
 	cfg.cuda_library = o->cuda_library;
 	cfg.cuda_device = o->cuda_device;
-	ctx->cuda_device = o->cuda_device;
 	cfg.root = sys->root;
 	r = pm_backend_create(o->backend, &cfg, &ctx->backend, ctx->backend_note,
 			      sizeof(ctx->backend_note));
@@ -311,7 +310,7 @@ int pm_ctx_info(struct pm_ctx *ctx, struct pm_ctx_info *info)
 	info->hugetlb_page_size = ctx->hugetlb_page_size;
 	info->hugetlb_free_pages = ctx->hugetlb_free_pages;
 	info->page_size = (uint32_t)ctx->page_size;
-	info->cuda_device = ctx->backend && ctx->backend->pci_bus_id[0] ? ctx->cuda_device : -1;
+	info->cuda_device = ctx->backend ? ctx->backend->cuda_device : -1;
 	info->gpu_numa_node = ctx->gpu_node;
 	return 0;
 }

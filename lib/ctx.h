@@ -47,7 +47,6 @@ struct pm_ctx {
 	unsigned int cpus;
 	pid_t pid;			/* the process that opened it; a forked child may not use it */
 	int gpu_node;			/* NUMA node of the cuda device, -1 unknown or none */
-	int cuda_device;		/* pm_open_opts.cuda_device */
 
 	uint64_t serial;		/* unique per pm_open: files each thread's sentence */
 	pthread_mutex_t lock;		/* bufs */

@@ -17,7 +17,7 @@ __all__ = ["open", "Context", "Buffer", "Manifest", "Stream", "Error",
            "BudgetError", "crc32c", "module_stats"]
 
 
-def open(*, module="auto", backend="auto", device=None, cuda_device=0,
+def open(*, module="auto", backend="auto", device=None, cuda_device=-1,
          cuda_library=None):
     """Open a libpinmem context.
 
@@ -25,6 +25,9 @@ def open(*, module="auto", backend="auto", device=None, cuda_device=0,
     "require" (raise pinmem.Error without a usable module) or "off".
     backend: "auto" (cuda when built and a GPU exists, else host), "cuda",
     "host" or "none".  device: the pinmem device node (default /dev/pinmem).
+    cuda_device: the GPU copies go to and buffers are registered with; -1
+    (default) is the calling thread's current one, so a rank that called
+    torch.cuda.set_device(LOCAL_RANK) gets its own GPU (ctx.info() says which).
     ctx.info() says what was obtained; a refused pin raises
     pinmem.BudgetError carrying the library's sentence.
     """

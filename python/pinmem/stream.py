@@ -21,16 +21,17 @@ def _dist_default(name, env, fn):
 
 def _device(device):
     """(backend, cuda_device, views_on_device) for a device argument."""
+    # -1: the calling thread's current GPU (torch.cuda.set_device's), as torch's "cuda"
     if device is None:
         # Slots registered with CUDA when there is a GPU; the consumer copies.
-        return "auto", 0, False
+        return "auto", -1, False
     if isinstance(device, int):
         return "cuda", device, True
     s = str(device)
     if s == "host":
         return "host", 0, True      # copies into ordinary memory: the pipeline without a GPU
     if s == "cuda":
-        return "cuda", int(os.environ.get("LOCAL_RANK", 0)), True
+        return "cuda", -1, True
     if s.startswith("cuda:"):
         return "cuda", int(s[5:]), True
     raise ValueError("pinmem.Stream: device must be None, 'host', 'cuda', 'cuda:N' or an int, not %r" % (device,))
@@ -53,9 +54,9 @@ class Stream:
     Release each batch (batch.release(), "with batch:", or
     batch.release(stream=torch.cuda.current_stream()) once its GPU work is
     queued: the slot is rewritten only after that work, and the caller never
-    blocks) so its slot can be refilled ("with batch:" and garbage collection
-    release a device batch after the work queued on the stream its view was
-    exported to, else the legacy default stream); a released batch's views must not be
+    blocks) so its slot can be refilled (without stream=, a device batch is
+    released after the work queued on the stream its view was exported to,
+    else the legacy default stream); a released batch's views must not be
     read: new exports raise ValueError, tensors made before still map the
     slot but see later batches' bytes.
 
@@ -95,8 +96,6 @@ class Stream:
             if device is not None and have != backend:
                 raise ValueError("pinmem.Stream: device=%r needs a context with the %r backend, "
                                  "this one has %r" % (device, backend, have))
-            if device == "cuda":
-                cuda_device = -1        # whichever GPU the context copies to
         self.ctx = ctx if ctx is not None else _pinmem.Context(
             module=module, backend=backend, cuda_device=cuda_device)
         self.device = device

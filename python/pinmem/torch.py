@@ -221,6 +221,10 @@ class _Ring:
     def __init__(self, ctx, slots, slot_bytes, pin):
         import mmap
         self.slots, self.slot_bytes = slots, slot_bytes
+        # The GPU the ring is registered with (None: not registered): its fences go there,
+        # whichever thread (a prefetch thread, the garbage collector) drops a slot.
+        dev = ctx.info().get("cuda_device", -1)
+        self.device = torch.device("cuda", dev) if dev >= 0 else None
         fd = os.memfd_create("pinmem-loader-ring", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, slots * slot_bytes)
@@ -248,12 +252,12 @@ class _Ring:
     def _collect_dead(self):
         # The ring is CUDA-registered: a copy queued from a slot (x.cuda(non_blocking=True))
         # may still read it after the last host tensor is gone.  An event recorded now on
-        # the current stream comes after that copy.
+        # the ring's GPU's current stream comes after that copy.
         while self.dead:
             slot = self._views.pop(self.dead.popleft())
-            if torch.cuda.is_initialized():
+            if self.device is not None and torch.cuda.is_initialized():
                 ev = torch.cuda.Event()
-                ev.record(torch.cuda.current_stream())
+                ev.record(torch.cuda.current_stream(self.device))
                 self.fenced.append((ev, slot))
             else:
                 self.free.append(slot)
@@ -306,7 +310,7 @@ class DataLoader:
     slots: ring slots (default num_workers * prefetch_factor + 2).  ctx: a
     pinmem.Context (default: one opened with module=module, the CUDA
     backend with a device, the automatic one without, on the current CUDA
-    device when CUDA is initialised, else on $LOCAL_RANK).  pin: "auto" (module, else
+    device: torch's when CUDA is initialised, else the runtime's for this thread).  pin: "auto" (module, else
     mlock), "module", "mlock".  pin_memory is accepted for compatibility:
     the ring is always pinned; pin_memory_device="cuda:N" registers it on
     GPU N.  Workers are forked (they inherit the ring's mapping), so
@@ -439,7 +443,7 @@ class DataLoader:
             return self._ring_device.index
         if torch.cuda.is_initialized():
             return torch.cuda.current_device()
-        return int(os.environ.get("LOCAL_RANK", 0))
+        return -1       # the library asks the runtime: this thread's current device
 
     def _current_iter(self):
         it = self._iter

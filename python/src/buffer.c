@@ -139,8 +139,12 @@ static void buffer_dealloc(PmBuffer *self)
 {
 	if (self->weakrefs)
 		PyObject_ClearWeakRefs((PyObject *)self);
-	if (self->buf && self->ctx->ctx && self->ctx->pid == getpid())
+	if (self->buf && self->ctx->ctx && self->ctx->pid == getpid()) {
+		/* unpinning gigabytes, after the copies queued from it: other threads go on */
+		Py_BEGIN_ALLOW_THREADS
 		pm_buf_free(self->ctx->ctx, self->buf);
+		Py_END_ALLOW_THREADS
+	}
 	if (self->has_src)
 		PyBuffer_Release(&self->src);
 	if (self->ctx) {
@@ -219,6 +223,35 @@ static void dlpack_capsule_destructor(PyObject *cap)
 		t->deleter(t);
 }
 
+/*
+ * DLPack's stream= for a CUDA consumer: None the legacy default stream, 1
+ * cudaStreamLegacy, 2 cudaStreamPerThread, more a stream handle (or an
+ * object with .cuda_stream), -1 "do not synchronize"; 0 is ambiguous and
+ * refused.  0 with *ptr set, 1 for -1, -1 with an exception.
+ */
+static int dlpack_stream(PyObject *stream, void **ptr)
+{
+	long long v;
+
+	*ptr = NULL;
+	if (stream == Py_None)
+		return 0;
+	if (!PyLong_Check(stream))
+		return pmpy_stream_ptr(stream, ptr);
+	v = PyLong_AsLongLong(stream);
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	if (v == -1)
+		return 1;
+	if (v <= 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "pinmem: DLPack stream=%lld is not a CUDA stream (None, 1 legacy, "
+			     "2 per-thread, a handle, or -1 for no synchronization)", v);
+		return -1;
+	}
+	return pmpy_stream_ptr(stream, ptr);
+}
+
 static PyObject *buffer_dlpack(PmBuffer *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "stream", NULL };
@@ -236,12 +269,12 @@ static PyObject *buffer_dlpack(PmBuffer *self, PyObject *args, PyObject *kw)
 	 * copy, as DLPack asks of a producer.
 	 */
 	if (self->batch && self->dev_type == kDLCUDA) {
-		void *ptr = NULL;
+		void *ptr;
+		int how = dlpack_stream(stream, &ptr);
 
-		if ((stream != Py_None && pmpy_stream_ptr(stream, &ptr)) ||
-		    pmpy_batch_wait(self->batch, ptr))
+		if (how < 0 || (!how && pmpy_batch_wait(self->batch, ptr)))
 			return NULL;
-		/* Where the consumer reads it: 'with batch:' and GC release after that work. */
+		/* Where the consumer reads it: release() and GC release after that work. */
 		self->batch->consumer = ptr;
 	}
 	/* Room for the tensor, then shape and strides (in elements). */

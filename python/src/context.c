@@ -58,7 +58,7 @@ static int ctx_init(PmContext *self, PyObject *args, PyObject *kw)
 	const char *device = NULL, *cudalib = NULL;
 	struct pm_open_opts o;
 	char err[512] = "";
-	int cuda_device = 0, mod = 0, be = 0, r;
+	int cuda_device = PM_CUDA_DEVICE_CURRENT, mod = 0, be = 0, r;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$UUziz", kwlist, &module,
 					 &backend, &device, &cuda_device, &cudalib))
@@ -83,7 +83,7 @@ static int ctx_init(PmContext *self, PyObject *args, PyObject *kw)
 	Py_END_ALLOW_THREADS
 	if (r < 0) {
 		self->ctx = NULL;
-		PyErr_Format(PmError, "%s", *err ? err : strerror(-r));
+		pmpy_raise_sentence(r, err, "pm_open");
 		return -1;
 	}
 	self->pid = getpid();
@@ -132,7 +132,7 @@ static PyObject *ctx_info(PmContext *self, PyObject *unused)
 	r = pm_ctx_info(ctx, &i);
 	if (r < 0)
 		return pmpy_raise(ctx, r, "pm_ctx_info");
-	return Py_BuildValue("{s:O,s:(II),s:s,s:s,s:s,s:O,s:O,s:O,s:K,s:K,s:I}",
+	return Py_BuildValue("{s:O,s:(II),s:s,s:s,s:s,s:O,s:O,s:O,s:K,s:K,s:I,s:i,s:i}",
 			     "module", i.module ? Py_True : Py_False,
 			     "module_abi", i.module_abi_major, i.module_abi_minor,
 			     "module_note", i.module_note, "backend", i.backend,
@@ -142,7 +142,8 @@ static PyObject *ctx_info(PmContext *self, PyObject *unused)
 			     "hugetlb", i.hugetlb ? Py_True : Py_False,
 			     "hugetlb_page_size", (unsigned long long)i.hugetlb_page_size,
 			     "hugetlb_free_pages", (unsigned long long)i.hugetlb_free_pages,
-			     "page_size", i.page_size);
+			     "page_size", i.page_size, "cuda_device", (int)i.cuda_device,
+			     "gpu_numa_node", (int)i.gpu_numa_node);
 }
 
 static PyObject *ctx_last_error(PmContext *self, void *unused)
@@ -337,7 +338,8 @@ static PyMethodDef ctx_methods[] = {
 	  "referenced and is unpinned when the Buffer and its views are gone." },
 	{ "info", (PyCFunction)ctx_info, METH_NOARGS,
 	  "info() -> dict: module (bool), module_abi, module_note, backend, backend_note,\n"
-	  "uring, thp, hugetlb, hugetlb_free_pages, page_size." },
+	  "uring, thp, hugetlb, hugetlb_free_pages, page_size, cuda_device (the GPU, -1 without\n"
+	  "one), gpu_numa_node (-1 unknown)." },
 	{ "close", (PyCFunction)ctx_close, METH_NOARGS,
 	  "close(): no new buffers or streams; the library context is closed now, or when\n"
 	  "the last buffer or stream made from it is gone." },
@@ -358,9 +360,11 @@ PyTypeObject PmContext_Type = {
 	.tp_name = "pinmem.Context",
 	.tp_basicsize = sizeof(PmContext),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Context(*, module='auto', backend='auto', device=None, cuda_device=0, cuda_library=None)\n\n"
+	.tp_doc = "Context(*, module='auto', backend='auto', device=None, cuda_device=-1, cuda_library=None)\n\n"
 		  "A libpinmem context.  module: 'auto' (use /dev/pinmem when usable), 'off' or\n"
-		  "'require'; backend: 'auto', 'cuda', 'host' or 'none'.  Use pinmem.open().",
+		  "'require'; backend: 'auto', 'cuda', 'host' or 'none'; cuda_device: the GPU, -1\n"
+		  "(default) for the calling thread's current one (torch.cuda.set_device's).\n"
+		  "Use pinmem.open().",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)ctx_init,
 	.tp_dealloc = (destructor)ctx_dealloc,

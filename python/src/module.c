@@ -33,7 +33,11 @@ static const char *refused_budget(int err, const char *sentence)
 
 PyObject *pmpy_raise(struct pm_ctx *ctx, int err, const char *what)
 {
-	const char *sentence = ctx ? pm_ctx_last_error(ctx) : "";
+	return pmpy_raise_sentence(err, ctx ? pm_ctx_last_error(ctx) : "", what);
+}
+
+PyObject *pmpy_raise_sentence(int err, const char *sentence, const char *what)
+{
 	const char *budget;
 	PyObject *type, *exc, *b;
 	char msg[1024];

@@ -123,6 +123,8 @@ extern PyObject *PmError, *PmBudgetError;
 
 /* Raise for -err from a call on ctx: BudgetError for a refused budget, else pinmem.Error. */
 PyObject *pmpy_raise(struct pm_ctx *ctx, int err, const char *what);
+/* The same for a sentence the caller holds (pm_open's errbuf). */
+PyObject *pmpy_raise_sentence(int err, const char *sentence, const char *what);
 /* Raise RuntimeError if obj was made by another process (a forked child). */
 int pmpy_check_pid(pid_t pid, const char *what);
 /* A context user went away: close it if close() was asked and it was the last. */

@@ -20,9 +20,15 @@ static const char *const handoff_names[] = { "copied", "queued", "host", NULL };
 
 static void stream_destroy(PmStream *self)
 {
-	if (self->s && self->pid == getpid())
-		pm_stream_destroy(self->s);
+	struct pm_stream *s = self->s;
+
+	/* Detached first: the destroy joins the readers and waits for the copies. */
 	self->s = NULL;
+	if (s && self->pid == getpid()) {
+		Py_BEGIN_ALLOW_THREADS
+		pm_stream_destroy(s);
+		Py_END_ALLOW_THREADS
+	}
 	if (self->ctx) {
 		pmpy_ctx_unuse(self->ctx);
 		Py_CLEAR(self->ctx);
@@ -303,8 +309,8 @@ PyTypeObject PmStream_Type = {
 /* --- Batch --- */
 
 /*
- * Release without an explicit stream ('with batch:', garbage collection): a
- * batch with a device copy is released after the GPU work queued so far on
+ * Release without an explicit stream (release(), 'with batch:', garbage
+ * collection): a batch with a device copy is released after the GPU work queued so far on
  * the stream its device view was exported to (DLPack's stream=; none: the
  * legacy default stream), never at once under a running kernel.
  */
@@ -370,8 +376,8 @@ int pmpy_stream_ptr(PyObject *obj, void **ptr)
 	return PyErr_Occurred() ? -1 : 0;
 }
 
-/* Release on cuda_stream (Py_None: now), or on the consumer's stream when by_default. */
-static PyObject *batch_release_how(PmBatch *self, PyObject *cuda_stream, bool by_default)
+/* Release after the work queued on cuda_stream (Py_None: as batch_release_default). */
+static PyObject *batch_release_on(PmBatch *self, PyObject *cuda_stream)
 {
 	struct pm_stream *s;
 	void *ptr = NULL;
@@ -384,9 +390,8 @@ static PyObject *batch_release_how(PmBatch *self, PyObject *cuda_stream, bool by
 		return s ? NULL : PyErr_Format(PyExc_ValueError, "pinmem: the stream is closed");
 	if (cuda_stream != Py_None && pmpy_stream_ptr(cuda_stream, &ptr))
 		return NULL;
-	r = by_default ? batch_release_default(self) :
-	    cuda_stream != Py_None ? pm_stream_release_on(s, self->b, ptr) :
-				     pm_stream_release(s, self->b);
+	r = cuda_stream == Py_None ? batch_release_default(self) :
+				     pm_stream_release_on(s, self->b, ptr);
 	if (r < 0)
 		return batch_error(self, r, "pm_stream_release");
 	self->released = true;
@@ -400,7 +405,7 @@ static PyObject *batch_release(PmBatch *self, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &cuda_stream))
 		return NULL;
-	return batch_release_how(self, cuda_stream, false);
+	return batch_release_on(self, cuda_stream);
 }
 
 int pmpy_batch_wait(PmBatch *self, void *cuda_stream)
@@ -437,7 +442,7 @@ static PyObject *batch_wait(PmBatch *self, PyObject *args, PyObject *kw)
 
 static PyObject *batch_exit(PmBatch *self, PyObject *args)
 {
-	return batch_release_how(self, Py_None, true);
+	return batch_release_on(self, Py_None);
 }
 
 static PyObject *batch_enter(PyObject *self, PyObject *unused)
@@ -540,9 +545,11 @@ static PyObject *batch_released(PmBatch *self, void *unused)
 
 static PyMethodDef batch_methods[] = {
 	{ "release", (PyCFunction)(void (*)(void))batch_release, METH_VARARGS | METH_KEYWORDS,
-	  "release(stream=None): give the slot back to the ring now.  With stream (a\n"
-	  "torch.cuda.Stream or a cudaStream_t as int), the slot is rewritten only after the\n"
-	  "work queued on that stream so far has completed, without blocking the caller.\n"
+	  "release(stream=None): give the slot back to the ring.  The slot is rewritten only\n"
+	  "after the work queued so far on stream (a torch.cuda.Stream or a cudaStream_t as\n"
+	  "int) has completed, without blocking the caller; without stream, a batch with a\n"
+	  "device copy waits for the stream its device view was exported to (DLPack's\n"
+	  "stream=, else the legacy default stream), a host batch is rewritten at once.\n"
 	  "Views made before stay mapped but will show later batches' bytes; new views and\n"
 	  "exports raise ValueError." },
 	{ "wait", (PyCFunction)(void (*)(void))batch_wait, METH_VARARGS | METH_KEYWORDS,

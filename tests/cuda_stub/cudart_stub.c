@@ -58,6 +58,9 @@ struct CUstream_st {
 	struct CUstream_st *next;
 	unsigned int flags;
 	int dev;
+	int per_thread;		/* cudaStreamPerThread of thread 'owner' */
+	struct op *running;	/* the op the worker runs outside the lock */
+	pthread_t owner;
 	struct op *head, **tail;
 	int busy;		/* the worker runs an op outside the lock */
 	int stop;
@@ -85,6 +88,8 @@ static struct {
 	int calls_on[DEV_MAX];
 	int retained[DEV_MAX];	/* cuDevicePrimaryCtxRetain minus Release */
 	int unregistered_copies, pending_copies;
+	int unregistered_in_flight;	/* host ranges unregistered under a queued copy */
+	pid_t pid;		/* the process that initialised the runtime */
 	unsigned long generation;	/* bumped by reset: threads forget their device */
 } st = {
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .devices = 1,
@@ -147,6 +152,11 @@ static cudaError_t enter(const char *fn, const void *a, const void *b, size_t le
 	for (i = 0; i < FAILS_MAX; i++)
 		if (st.fails[i].nth && !strcmp(st.fails[i].fn, fn) && !--st.fails[i].nth)
 			err = (cudaError_t)st.fails[i].err;
+	/* Like CUDA: a child forked after its parent initialised the runtime cannot use it. */
+	if (!st.pid)
+		st.pid = getpid();
+	else if (st.pid != getpid())
+		err = cudaErrorInitializationError;
 	if (c)
 		c->ret = err;
 	return err;
@@ -251,6 +261,7 @@ static void *worker(void *arg)
 		if (!s->head)
 			s->tail = &s->head;
 		s->busy = 1;
+		s->running = o;
 		if (o->kind == OP_COPY || o->kind == OP_KERNEL) {
 			pthread_mutex_unlock(&st.lock);
 			if (o->delay_us)
@@ -263,6 +274,7 @@ static void *worker(void *arg)
 			o->ev->done = o->seq;
 		}
 		s->busy = 0;
+		s->running = NULL;
 		free(o);
 		pthread_cond_broadcast(&st.cv);
 	}
@@ -298,13 +310,29 @@ static void stream_end(struct CUstream_st *s)
 	free(s);
 }
 
-/* The stream a handle names (NULL: the current device's legacy stream), or NULL. */
+/*
+ * The stream a handle names, or NULL: NULL and cudaStreamLegacy name the
+ * current device's legacy stream, cudaStreamPerThread this thread's own
+ * default stream on it (what torch.from_dlpack passes as 1 or 2).
+ */
 static struct CUstream_st *stream_of(cudaStream_t h)
 {
 	struct CUstream_st *p;
 	int d = current();
 
-	if (!h) {
+	if (h == cudaStreamPerThread) {
+		for (p = st.streams; p; p = p->next)
+			if (p->per_thread && p->dev == d && pthread_equal(p->owner, pthread_self()))
+				return p;
+		if (d >= DEV_MAX || stream_new(0, d, &p))
+			return NULL;
+		p->per_thread = 1;
+		p->owner = pthread_self();
+		p->next = st.streams;
+		st.streams = p;
+		return p;
+	}
+	if (!h || h == cudaStreamLegacy) {
 		if (d >= DEV_MAX)
 			return NULL;
 		if (!st.legacy[d] && stream_new(0, d, &st.legacy[d]))
@@ -451,7 +479,7 @@ API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	ENTER(stream, NULL, 0, 0);
 	for (pp = &st.streams; *pp && *pp != stream; pp = &(*pp)->next)
 		;
-	if (!(s = *pp))
+	if (!(s = *pp) || s->per_thread)
 		return leave(cudaErrorInvalidResourceHandle);
 	*pp = s->next;
 	stream_end(s);		/* its queued work still runs, as in CUDA */
@@ -526,6 +554,41 @@ API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	return leave(cudaSuccess);
 }
 
+static int reads_from(const struct op *o, const struct range *r)
+{
+	const char *src = o->src;
+
+	return o->kind == OP_COPY && src < r->p + r->len && src + o->len > r->p;
+}
+
+/* Whether a copy running or queued on s reads from r. */
+static int stream_reads(const struct CUstream_st *s, const struct range *r)
+{
+	const struct op *o;
+
+	if (s->running && reads_from(s->running, r))
+		return 1;
+	for (o = s->head; o; o = o->next)
+		if (reads_from(o, r))
+			return 1;
+	return 0;
+}
+
+/* Whether a copy on any stream still reads from r. */
+static int copy_from(const struct range *r)
+{
+	const struct CUstream_st *s;
+	int d;
+
+	for (s = st.streams; s; s = s->next)
+		if (stream_reads(s, r))
+			return 1;
+	for (d = 0; d < DEV_MAX; d++)
+		if (st.legacy[d] && stream_reads(st.legacy[d], r))
+			return 1;
+	return 0;
+}
+
 API cudaError_t cudaHostUnregister(void *ptr)
 {
 	struct range *r;
@@ -534,6 +597,8 @@ API cudaError_t cudaHostUnregister(void *ptr)
 	r = take_range(&st.regs, ptr);
 	if (!r)
 		return leave(cudaErrorHostMemoryNotRegistered);
+	if (copy_from(r))
+		st.unregistered_in_flight++;	/* the DMA would read unpinned pages */
 	free(r);
 	return leave(cudaSuccess);
 }
@@ -777,7 +842,9 @@ API void cudastub_reset(int devices, int count_err)
 	memset(st.retained, 0, sizeof(st.retained));
 	st.nlog = 0;
 	st.unregistered_copies = 0;
+	st.unregistered_in_flight = 0;
 	st.pending_copies = 0;
+	st.pid = getpid();
 	st.copy_delay_us = 0;
 	st.devices = devices;
 	st.count_err = count_err;
@@ -901,6 +968,8 @@ API int cudastub_count(const char *what)
 		r = count_list(st.streams, offsetof(struct CUstream_st, next));
 	else if (!strcmp(what, "unregistered_copies"))
 		r = st.unregistered_copies;
+	else if (!strcmp(what, "unregistered_in_flight"))
+		r = st.unregistered_in_flight;
 	else if (!strcmp(what, "pending_copies"))
 		r = st.pending_copies;
 	else if (!strncmp(what, "context", 7) && (d = atoi(what + 7)) >= 0 && d < DEV_MAX)

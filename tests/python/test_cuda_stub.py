@@ -77,3 +77,65 @@ def test_with_and_gc_release_after_the_consumer_stream(stub, data_files):
     s.close()
     stub.cudastub_complete()
     ctx.close()
+
+
+def test_default_context_is_the_threads_current_gpu(stub, data_files):
+    """Rank 3 called torch.cuda.set_device(3): its context, stream and slots are on
+    GPU 3 without naming it, and nothing is opened on GPU 0."""
+    import threading
+    stub.cudastub_reset(8, 0)
+    got = {}
+
+    def rank3():
+        stub.cudaSetDevice(3)
+        ctx = pinmem.open(backend="cuda", cuda_library=STUB, module=MODULE_MODE)
+        got["ctx"] = ctx.info()["cuda_device"]
+        with pinmem.Stream(data_files, batch_items=2, ctx=ctx, device="cuda") as s:
+            with next(iter(s)) as b:
+                got["views"] = b.views[0].__dlpack_device__()
+        ctx.close()
+    t = threading.Thread(target=rank3)
+    t.start()
+    t.join()
+    assert got == {"ctx": 3, "views": (2, 3)}
+    assert stub.cudastub_count(b"retained0") == 0
+
+
+def test_release_waits_for_the_consumer_stream(stub, data_files):
+    """batch.release() after torch.from_dlpack on a stream: the slot is rewritten only
+    after that stream's work, as with 'with batch:' (not under the running kernel)."""
+    ctx = pinmem.open(backend="cuda", cuda_library=STUB, cuda_device=1, module=MODULE_MODE)
+    st = stream_on(stub, 1)
+    with pinmem.Stream(data_files, batch_items=2, ctx=ctx, device="cuda:1") as s:
+        b = next(iter(s))
+        cap = b.views[0].__dlpack__(stream=st)
+        n0 = stub.cudastub_log_count()
+        b.release()
+        assert st in [c.b for c in calls_since(stub, n0, b"cudaEventRecord")]
+        del cap
+    stub.cudastub_complete()
+    ctx.close()
+
+
+def test_dlpack_stream_values(stub, data_files):
+    """DLPack's stream=: 1 and 2 are the legacy and per-thread default streams (what
+    torch.from_dlpack passes on the default stream), -1 asks for no synchronization,
+    0 is ambiguous and refused."""
+    ctx = pinmem.open(backend="cuda", cuda_library=STUB, cuda_device=1, module=MODULE_MODE)
+    stub.cudaSetDevice(1)
+    with pinmem.Stream(data_files, batch_items=2, ctx=ctx, device="cuda:1", handoff="queued") as s:
+        it = iter(s)
+        for value in (1, 2):
+            with next(it) as b:
+                n0 = stub.cudastub_log_count()
+                b.views[0].__dlpack__(stream=value)
+                waits = calls_since(stub, n0, b"cudaStreamWaitEvent")
+                assert [(w.a, w.ret) for w in waits] == [(value, 0)]
+        with next(it) as b:
+            n0 = stub.cudastub_log_count()
+            b.views[0].__dlpack__(stream=-1)
+            assert calls_since(stub, n0, b"cudaStreamWaitEvent") == []
+            with pytest.raises(ValueError, match="stream=0 is not a CUDA stream"):
+                b.views[0].__dlpack__(stream=0)
+    stub.cudastub_complete()
+    ctx.close()

@@ -348,16 +348,30 @@ def test_leaving_a_loop_or_dropping_the_loader_frees_without_the_cyclic_gc():
         assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
 
 
+STUB = os.environ.get("PINMEM_CUDA_STUB", "")
+needs_stub = pytest.mark.skipif(not os.path.exists(STUB), reason="no CUDA stand-in ($PINMEM_CUDA_STUB)")
+
+
+def stub_runtime(devices):
+    """The CUDA stand-in libpinmem loads (the same handle), reset to `devices` GPUs."""
+    import ctypes
+    lib = ctypes.CDLL(STUB)
+    lib.cudastub_reset(devices, 0)
+    return lib
+
+
 class FakeEvent:
-    """torch.cuda.Event on a CPU-only torch: completes only when synchronized."""
+    """torch.cuda.Event on a CPU-only torch: completes only when synchronized; remembers
+    the device of the stream it was recorded on."""
     made = []
 
     def __init__(self):
         self.done = False
+        self.device = None
         FakeEvent.made.append(self)
 
     def record(self, stream=None):
-        pass
+        self.device = stream.device
 
     def query(self):
         return self.done
@@ -366,15 +380,31 @@ class FakeEvent:
         self.done = True
 
 
-def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
-    """x.cuda(non_blocking=True) then dropping x: the slot is not rewritten before the
-    copy queued on the current stream ran (an event recorded when the tensors went)."""
+class FakeStream:
+    """torch.cuda.current_stream(device): this thread's device (0 here) unless one is named."""
+
+    def __init__(self, device=None):
+        self.device = torch.device(device).index if device is not None else 0
+
+
+def fake_cuda(monkeypatch, current=0):
+    """A CPU-only torch made to look as if this rank had initialised CUDA on `current`."""
     FakeEvent.made = []
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    loader = pt.DataLoader(Images(n=24), batch_size=4, slots=2, module=MODULE_MODE)
+    monkeypatch.setattr(torch.cuda, "current_stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+
+
+@needs_stub
+def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
+    """x.cuda(non_blocking=True) then dropping x: the slot is not rewritten before the
+    copy queued on the ring's GPU's current stream ran (an event recorded there when the
+    tensors went), also when this thread's current device is another GPU."""
+    stub_runtime(4)
+    fake_cuda(monkeypatch, current=0)
+    ctx = pt._pinmem.Context(module=MODULE_MODE, backend="cuda", cuda_library=STUB, cuda_device=3)
+    loader = pt.DataLoader(Images(n=24), batch_size=4, slots=2, ctx=ctx)
     it = iter(loader)
     ring = loader._ring
     seen = []
@@ -386,30 +416,38 @@ def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
     assert len(FakeEvent.made) >= 4
     assert all(e.done for e in FakeEvent.made if e not in fenced)   # ... only after their event
     assert not any(e.done for e in fenced)
+    assert {e.device for e in FakeEvent.made} == {3}        # on the ring's GPU, not this thread's
     loader.close()
+    ctx.close()
 
 
+@needs_stub
 def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
+    """Rank 3 of a node: the ring goes to the GPU its thread made current (as
+    torch.cuda.set_device does), or to torch's current device once CUDA is
+    initialised; never a context on GPU 0."""
+    import threading
+    lib = stub_runtime(8)
+    monkeypatch.setenv("PINMEM_CUDART", STUB)
     got = {}
-    real = pt._pinmem.Context
 
-    def recording(**kw):
-        got.update(kw)
-        return real(module=kw["module"])
-    monkeypatch.setattr(pt._pinmem, "Context", recording)
-    monkeypatch.setenv("LOCAL_RANK", "3")
+    def rank3():
+        lib.cudaSetDevice(3)             # what torch.cuda.set_device(3) leaves behind
+        loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
+        got["batches"] = len([b for b in loader])
+        got["ring"] = loader._ring.device
+        got["ctx"] = loader._ctx.info()["cuda_device"]
+        loader.close()
+    t = threading.Thread(target=rank3)
+    t.start()
+    t.join()
+    assert got == {"batches": 2, "ring": torch.device("cuda", 3), "ctx": 3}
+    assert lib.cudastub_count(b"retained0") == 0
+    fake_cuda(monkeypatch, current=5)
     loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
     assert len([b for b in loader]) == 2
+    assert loader._ring.device == torch.device("cuda", 5)
     loader.close()
-    assert got["cuda_device"] == 3 and got["backend"] == "auto"
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
-    loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
-    assert len([b for b in loader]) == 2
-    loader.close()
-    assert got["cuda_device"] == 5
 
 
 CTRL_C_CHILD = r"""

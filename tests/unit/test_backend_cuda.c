@@ -340,6 +340,75 @@ static void buffers_pinned_for_every_device(void **state)
 	pm_close(ctx);
 }
 
+/* A rank's thread: makes its device current as torch.cuda.set_device does, then opens. */
+struct opener {
+	int set_device;		/* -1: a thread that never chose a device */
+	int ret, info_device;
+};
+
+static void *opener_main(void *arg)
+{
+	struct opener *op = arg;
+	struct pm_ctx_info info;
+	struct pm_ctx *ctx;
+	char err[256] = "";
+
+	if (op->set_device >= 0)
+		rt_set_device(op->set_device);
+	op->ret = open_cuda(&ctx, PM_BACKEND_CUDA, PM_CUDA_DEVICE_CURRENT, err, sizeof(err));
+	if (op->ret)
+		return NULL;
+	pm_ctx_info(ctx, &info);
+	op->info_device = info.cuda_device;
+	pm_close(ctx);
+	return NULL;
+}
+
+/*
+ * PM_CUDA_DEVICE_CURRENT opens the opening thread's device: rank 3 of an
+ * 8-GPU node gets GPU 3, with no context retained on GPU 0; a thread that
+ * chose no device gets the runtime's default, 0.
+ */
+static void current_device_is_the_callers(void **state)
+{
+	struct opener rank3 = { .set_device = 3 }, fresh = { .set_device = -1 };
+	pthread_t t;
+
+	stub_reset(8, 0);
+	assert_int_equal(pthread_create(&t, NULL, opener_main, &rank3), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(rank3.ret, 0);
+	assert_int_equal(rank3.info_device, 3);
+	assert_int_equal(stub_count("retained0"), 0);
+	assert_int_equal(pthread_create(&t, NULL, opener_main, &fresh), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(fresh.ret, 0);
+	assert_int_equal(fresh.info_device, 0);
+}
+
+/*
+ * pm_buf_free right after queuing a copy from the buffer (no wait): the
+ * buffer is unregistered, then unpinned, only once the copy read it.
+ */
+static void free_waits_for_its_copies(void **state)
+{
+	struct pm_ctx *ctx = cuda_ctx();
+	struct pm_buf *b;
+	uint64_t ev;
+	void *dev;
+
+	assert_int_equal(pm_buf_alloc(ctx, 1 * MiB, NULL, &b), 0);
+	assert_int_equal(pm_dev_alloc(ctx, 1 * MiB, &dev), 0);
+	stub_hold(1);
+	assert_int_equal(pm_copy_h2d(ctx, dev, pm_buf_ptr(b), 1 * MiB, &ev), 0);
+	assert_int_equal(pm_event_release(ctx, ev), 0);
+	assert_int_equal(pm_buf_free(ctx, b), 0);
+	stub_hold(0);
+	assert_int_equal(stub_count("unregistered_in_flight"), 0);
+	assert_int_equal(pm_dev_free(ctx, dev), 0);
+	pm_close(ctx);
+}
+
 static void explicit_cuda_fails_clearly(void **state)
 {
 	struct pm_open_opts o = { .backend = PM_BACKEND_CUDA, .cuda_library = "/nonexistent/libcudart.so" };
@@ -751,6 +820,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(auto_without_gpu_uses_host, setup),
+		cmocka_unit_test_setup(current_device_is_the_callers, setup),
+		cmocka_unit_test_setup(free_waits_for_its_copies, setup),
 		cmocka_unit_test_setup(auto_with_gpu_never_falls_back, setup),
 		cmocka_unit_test_setup(auto_names_the_cuda_error, setup),
 		cmocka_unit_test_setup(no_driver_guard_fails, setup),
