@@ -3,10 +3,11 @@
  * Tar shards as manifest items: each regular member becomes an item read in
  * place (its data's offset and size in the archive), nothing is extracted.
  * Headers are POSIX ustar with GNU long names ('L') and base-256 sizes, and
- * pax extended headers ('x': path and size).  Members are grouped into
- * samples by WebDataset key, as webdataset's tariterators do: the path up to
- * the first dot of its file name ("train/000123.jpg" and
- * "train/000123.cls" are one sample).  Every refusal names the archive and
+ * pax extended headers ('x': path and size).  Sparse members are refused:
+ * their data is a map and packed pieces, not the file's bytes in place.
+ * Members are grouped into samples by WebDataset key, as webdataset's
+ * tariterators do: the path up to the first dot of its file name
+ * ("train/000123.jpg" and "train/000123.cls" are one sample).  Every refusal names the archive and
  * the offset of the header at fault.
  */
 #include <errno.h>
@@ -123,14 +124,41 @@ static bool zero_block(const unsigned char *h)
 	return true;
 }
 
-/* pax records "LEN key=value\n": take path and size. */
-static int pax(struct tar *t, uint64_t hoff, const char *p, size_t n, char *name,
-	       uint64_t *size, bool *has_size)
+/* What extension headers ('L', 'x') say of the next member header, and of it alone. */
+struct pending {
+	char name[NAME_MAX_LEN];
+	bool have_name;
+	bool has_size;
+	uint64_t size;
+};
+
+static int sparse(struct tar *t, uint64_t hoff, const char *how)
+{
+	return bad(t, hoff, "sparse member (%s) not supported: members are read in place, so holes cannot be filled; extract it or re-create the archive without --sparse",
+		   how);
+}
+
+/* A member path from 'L' or pax: refused, not cut, when it does not fit. */
+static int long_name(struct tar *t, uint64_t hoff, const char *what, const char *s,
+		     size_t len, struct pending *pd)
+{
+	if (len >= NAME_MAX_LEN)
+		return bad(t, hoff, "%s of %zu bytes is too long (at most %d)", what, len,
+			   NAME_MAX_LEN - 1);
+	memcpy(pd->name, s, len);
+	pd->name[len] = 0;
+	pd->have_name = true;
+	return 0;
+}
+
+/* pax records "LEN key=value\n": take path and size; GNU.sparse.* is refused. */
+static int pax(struct tar *t, uint64_t hoff, const char *p, size_t n, struct pending *pd)
 {
 	size_t i = 0;
+	int ret;
 
 	while (i < n) {
-		size_t len = 0, k = i;
+		size_t len = 0, k = i, vl;
 		const char *kv, *eq;
 
 		while (k < n && p[k] >= '0' && p[k] <= '9' && len < n)
@@ -141,16 +169,15 @@ static int pax(struct tar *t, uint64_t hoff, const char *p, size_t n, char *name
 		eq = memchr(kv, '=', (size_t)(p + i + len - 1 - kv));
 		if (!eq)
 			return bad(t, hoff, "malformed pax record at byte %zu", i);
-		if (eq - kv == 4 && !memcmp(kv, "path", 4)) {
-			size_t vl = (size_t)(p + i + len - 1 - (eq + 1));
-
-			if (vl >= NAME_MAX_LEN)
-				return bad(t, hoff, "pax path of %zu bytes is too long", vl);
-			memcpy(name, eq + 1, vl);
-			name[vl] = 0;
+		vl = (size_t)(p + i + len - 1 - (eq + 1));
+		if (eq - kv >= 11 && !memcmp(kv, "GNU.sparse.", 11)) {
+			return sparse(t, hoff, "pax GNU.sparse keys");
+		} else if (eq - kv == 4 && !memcmp(kv, "path", 4)) {
+			ret = long_name(t, hoff, "pax path", eq + 1, vl, pd);
+			if (ret)
+				return ret;
 		} else if (eq - kv == 4 && !memcmp(kv, "size", 4)) {
 			char num[32];
-			size_t vl = (size_t)(p + i + len - 1 - (eq + 1));
 			char *end;
 
 			if (!vl || vl >= sizeof(num))
@@ -158,10 +185,10 @@ static int pax(struct tar *t, uint64_t hoff, const char *p, size_t n, char *name
 			memcpy(num, eq + 1, vl);
 			num[vl] = 0;
 			errno = 0;
-			*size = strtoull(num, &end, 10);
+			pd->size = strtoull(num, &end, 10);
 			if (errno || *end || num[0] < '0' || num[0] > '9')
 				return bad(t, hoff, "pax size '%s' is not a number", num);
-			*has_size = true;
+			pd->has_size = true;
 		}
 		i += len;
 	}
@@ -189,8 +216,11 @@ static int ext_data(struct tar *t, uint64_t hoff, uint64_t size, char **out)
 		return bad(t, hoff, "extension header of %llu bytes (at most 1 MiB)",
 			   (unsigned long long)size);
 	p = malloc(size + 1);
-	if (!p)
+	if (!p) {
+		snprintf(t->err, t->errlen, "%s: header at offset %llu: out of memory for its %llu bytes of data",
+			 t->path, (unsigned long long)hoff, (unsigned long long)size);
 		return -ENOMEM;
+	}
 	ret = read_at(t, p, size, hoff + BLOCK);
 	if (ret == -ENODATA)
 		ret = bad(t, hoff, "truncated: its %llu bytes of data end past the archive's end (%llu bytes)",
@@ -204,12 +234,123 @@ static int ext_data(struct tar *t, uint64_t hoff, uint64_t size, char **out)
 	return 0;
 }
 
-static int index_tar(struct pm_manifest *m, struct tar *t)
+static bool extension(char type)
+{
+	return type == 'L' || type == 'K' || type == 'x' || type == 'g';
+}
+
+/*
+ * 'L' (long name) and 'x' (pax) describe the next member header; 'K' (long
+ * link name) and 'g' (pax global) say nothing pinmem uses.  None of them
+ * ends what the others left pending.
+ */
+static int read_extension(struct tar *t, uint64_t off, char type, uint64_t size,
+			  struct pending *pd)
+{
+	char *p = NULL;
+	int ret;
+
+	if (type != 'L' && type != 'x')
+		return 0;
+	ret = ext_data(t, off, size, &p);
+	if (ret)
+		return ret;
+	if (type == 'L')
+		ret = long_name(t, off, "GNU long name", p, strnlen(p, size), pd);
+	else
+		ret = pax(t, off, p, size, pd);
+	free(p);
+	return ret;
+}
+
+/* A member's data size by its type, or a refusal where tools disagree. */
+static int member_size(struct tar *t, uint64_t off, char type, uint64_t *size)
+{
+	switch (type) {
+	case '1':
+	case '5':
+		*size = 0;	/* no data whatever the field says, as GNU tar and tarfile read them */
+		return 0;
+	case '2':
+	case '3':
+	case '4':
+	case '6':
+		if (*size)
+			return bad(t, off, "type '%c' member with a size of %llu bytes: tools disagree on whether data follows; re-create the archive",
+				   type, (unsigned long long)*size);
+		return 0;
+	case 'S':
+		return sparse(t, off, "GNU type 'S'");
+	}
+	return 0;
+}
+
+/* The member's path: a pending long name, else the ustar (POSIX only) prefix and name. */
+static void member_name(const unsigned char *h, struct pending *pd)
+{
+	int pl = (int)strnlen((const char *)h + 345, 155);
+	int nl = (int)strnlen((const char *)h, 100);
+
+	if (pd->have_name)
+		return;
+	/* GNU's magic "ustar  \0" keeps atime and ctime where POSIX has the prefix */
+	if (!memcmp(h + 257, "ustar", 6) && !memcmp(h + 263, "00", 2) && pl)
+		snprintf(pd->name, sizeof(pd->name), "%.*s/%.*s", pl, (const char *)h + 345,
+			 nl, (const char *)h);
+	else
+		snprintf(pd->name, sizeof(pd->name), "%.*s", nl, (const char *)h);
+}
+
+/* An item for a regular member; members with the key of the one before join its sample. */
+static int add_member(struct pm_manifest *m, struct tar *t, const char *name,
+		      uint64_t data, uint64_t size, char *key, bool *have_key)
+{
+	size_t kl = key_len(name);
+	bool same = *have_key && strlen(key) == kl && !strncmp(key, name, kl);
+	int ret;
+
+	ret = pm_manifest_add(m, t->path, data, size, false, 0, t->err, t->errlen);
+	if (ret)
+		return ret;
+	if (same) {
+		m->items[m->n - 1].sample = m->items[m->n - 2].sample;
+		m->nsamples--;
+	}
+	memcpy(key, name, kl);
+	key[kl] = 0;
+	*have_key = true;
+	return 0;
+}
+
+/*
+ * A zero block ends the archive when another follows it or the archive ends
+ * (GNU tar tolerates a lone one there); one before more headers is damage,
+ * not an end: the members after it would be dropped without a word.
+ */
+static int zero_block_ends(struct tar *t, uint64_t off)
 {
 	unsigned char h[BLOCK];
-	char name[NAME_MAX_LEN], key[NAME_MAX_LEN] = "";
-	bool have_name = false, has_size = false, have_key = false;
-	uint64_t off = 0, pax_size = 0;
+	int ret;
+
+	if (t->size - off < 2 * BLOCK)
+		return 0;
+	ret = read_at(t, h, BLOCK, off + BLOCK);
+	if (ret)
+		return ret == -ENODATA ? 0 : ret;
+	if (zero_block(h))
+		return 0;
+	snprintf(t->err, t->errlen, "%s: zero block at offset %llu followed by more members: the archive is damaged",
+		 t->path, (unsigned long long)off);
+	return -EINVAL;
+}
+
+static int index_tar(struct pm_manifest *m, struct tar *t)
+{
+	struct pending p = { .have_name = false }, *pd = &p;
+	unsigned char h[BLOCK];
+	char key[NAME_MAX_LEN] = "";
+	bool have_key = false;
+	uint64_t off = 0;
 	int ret;
 
 	for (;;) {
@@ -225,68 +366,33 @@ static int index_tar(struct pm_manifest *m, struct tar *t)
 		if (ret)
 			return ret;
 		if (zero_block(h))
-			return 0;	/* end of archive */
+			return zero_block_ends(t, off);
 		if (!checksum_ok(h))
 			return bad(t, off, "checksum mismatch (a corrupt header, or not a tar archive)");
 		if (!number(h + 124, 12, &size))
 			return bad(t, off, "size field is not a number");
 		type = (char)h[156];
-		if (has_size)
-			size = pax_size;
+		if (!extension(type) && pd->has_size)
+			size = pd->size;
+		ret = member_size(t, off, type, &size);
+		if (ret)
+			return ret;
 		data = off + BLOCK;
 		if (size > t->size || data > t->size - size)
 			return bad(t, off, "member of %llu bytes ends past the archive's end (%llu bytes): truncated",
 				   (unsigned long long)size, (unsigned long long)t->size);
-		if (type == 'L' || type == 'x') {
-			char *p = NULL;
-
-			ret = ext_data(t, off, size, &p);
-			if (ret)
-				return ret;
-			if (type == 'L') {
-				snprintf(name, sizeof(name), "%s", p);
-				have_name = true;
-			} else {
-				name[0] = 0;
-				ret = pax(t, off, p, size, name, &pax_size, &has_size);
-				have_name = name[0] != 0;
-			}
-			free(p);
-			if (ret)
-				return ret;
+		if (extension(type)) {
+			ret = read_extension(t, off, type, size, pd);
 		} else {
-			if (!have_name) {
-				/* ustar: prefix "/" name, each NUL-terminated unless full */
-				int pl = (int)strnlen((const char *)h + 345, 155);
-				int nl = (int)strnlen((const char *)h, 100);
-
-				if (!memcmp(h + 257, "ustar", 5) && pl)
-					snprintf(name, sizeof(name), "%.*s/%.*s", pl,
-						 (const char *)h + 345, nl, (const char *)h);
-				else
-					snprintf(name, sizeof(name), "%.*s", nl, (const char *)h);
-			}
+			member_name(h, pd);
 			/* an empty member has no bytes to read: no item (manifests refuse 0) */
-			if ((type == '0' || type == '\0' || type == '7') && size) {
-				size_t kl = key_len(name);
-				bool same = have_key && strlen(key) == kl && !strncmp(key, name, kl);
-
-				ret = pm_manifest_add(m, t->path, data, size, false, 0,
-						      t->err, t->errlen);
-				if (ret)
-					return ret;
-				if (same) {
-					/* the key of the member before: one sample */
-					m->items[m->n - 1].sample = m->items[m->n - 2].sample;
-					m->nsamples--;
-				}
-				memcpy(key, name, kl);
-				key[kl] = 0;
-				have_key = true;
-			}
-			have_name = false;
-			has_size = false;
+			if ((type == '0' || type == '\0' || type == '7') && size)
+				ret = add_member(m, t, pd->name, data, size, key, &have_key);
+			pd->have_name = false;
+			pd->has_size = false;
 		}
+		if (ret)
+			return ret;
 		off = data + (size + BLOCK - 1) / BLOCK * BLOCK;
 		if (off > t->size)
 			off = t->size;	/* the last member's padding may be cut: no end blocks */

@@ -181,6 +181,17 @@ static void put_octal(unsigned char *f, size_t len, uint64_t v)
 	memcpy(f, buf, len);
 }
 
+/* The header's checksum, after a change. */
+static void resum(unsigned char *h)
+{
+	unsigned sum = 0;
+
+	memset(h + 148, ' ', 8);
+	for (int i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+}
+
 /* A ustar header for name and size (base-256 when big256), checksum set. */
 static void header(unsigned char *h, const char *name, uint64_t size, bool big256)
 {
@@ -272,16 +283,286 @@ static void test_bad_archives(void **state)
 	/* a size that is not a number */
 	header(a, "nan.bin", 10, false);
 	memcpy(a + 124, "12x45678901", 11);
-	{
-		unsigned sum = 0;
-
-		memset(a + 148, ' ', 8);
-		for (int i = 0; i < 512; i++)
-			sum += a[i];
-		snprintf((char *)a + 148, 8, "%06o", sum);
-	}
+	resum(a);
 	write_file("nan.tar", a, sizeof(a));
 	refused("nan.tar", "header at offset 0: size field is not a number");
+}
+
+/* An archive built header by header, each 512-byte aligned. */
+struct ar {
+	unsigned char b[40 * 512];
+	size_t n;
+};
+
+/* A header of type t whose size field says size (no data added). */
+static void put_header(struct ar *a, const char *name, char t, uint64_t size)
+{
+	assert_true(a->n + 512 <= sizeof(a->b));
+	header(a->b + a->n, name, size, false);
+	a->b[a->n + 156] = (unsigned char)t;
+	resum(a->b + a->n);
+	a->n += 512;
+}
+
+static void put_data(struct ar *a, const void *data, size_t n)
+{
+	assert_true(a->n + (n + 511) / 512 * 512 <= sizeof(a->b));
+	memcpy(a->b + a->n, data, n);
+	a->n += (n + 511) / 512 * 512;
+}
+
+/* A member of type t with its data. */
+static void put(struct ar *a, const char *name, char t, const char *data)
+{
+	put_header(a, name, t, strlen(data));
+	put_data(a, data, strlen(data));
+}
+
+/* The two zero blocks that end an archive, and the file named name. */
+static void put_end(struct ar *a, const char *name)
+{
+	a->n += 1024;
+	assert_true(a->n <= sizeof(a->b));
+	write_file(name, a->b, a->n);
+}
+
+/* Archive name indexes; returns the manifest (the caller destroys it). */
+static struct pm_manifest *indexed(const char *name)
+{
+	struct pm_manifest *m;
+	char p[PATH_MAX], err[512] = "";
+
+	path_in(p, sizeof(p), name);
+	assert_int_equal(pm_manifest_create(&m), 0);
+	if (pm_manifest_add_tar(m, p, err, sizeof(err)))
+		fail_msg("%s: %s", name, err);
+	return m;
+}
+
+static void item_at(const struct pm_manifest *m, size_t i, uint64_t off, uint64_t len)
+{
+	struct pm_item it;
+
+	assert_int_equal(pm_manifest_item(m, i, &it), 0);
+	assert_int_equal(it.offset, off);
+	assert_int_equal(it.length, len);
+}
+
+/* GNU 'S' and pax GNU.sparse.* (0.0, 0.1, 1.0) members: data is a map, not the file. */
+static void test_sparse_refused(void **state)
+{
+	static const char *const keys[] = {
+		"21 GNU.sparse.size=9\n",				/* 0.0 */
+		"26 GNU.sparse.map=0,4,8,1\n",			/* 0.1 */
+		"22 GNU.sparse.major=1\n22 GNU.sparse.minor=0\n",	/* 1.0 */
+	};
+	struct ar a = { .n = 0 };
+
+	put(&a, "000000.jpg", '0', "good");
+	put(&a, "000001.bin", 'S', "HEAD");
+	put_end(&a, "sparse-S.tar");
+	refused("sparse-S.tar", "header at offset 1024: sparse member (GNU type 'S') not supported");
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		a.n = 0;
+		memset(a.b, 0, sizeof(a.b));
+		put(&a, "000000.jpg", '0', "good");
+		put(&a, "PaxHeaders/000001.bin", 'x', keys[k]);
+		put(&a, "GNUSparseFile.0/000001.bin", '0', "\x31\n0\n4\nHEAD");
+		put_end(&a, "sparse-pax.tar");
+		refused("sparse-pax.tar", "header at offset 1024: sparse member (pax GNU.sparse keys) not supported");
+	}
+}
+
+/* Directories and hard links have no data whatever their size field says. */
+static void test_size_by_type(void **state)
+{
+	static const char types[] = "15";
+	struct pm_manifest *m;
+	struct ar a;
+
+	for (int k = 0; types[k]; k++) {
+		memset(&a, 0, sizeof(a));
+		put_header(&a, "dir/", types[k], 1024);	/* its "data": the next two headers */
+		put(&a, "000001.jpg", '0', "12345");
+		put(&a, "000001.cls", '0', "7");
+		put_end(&a, "typed.tar");
+		m = indexed("typed.tar");
+		assert_int_equal(pm_manifest_count(m), 2);
+		item_at(m, 0, 1024, 5);
+		item_at(m, 1, 2048, 1);
+		pm_manifest_destroy(m);
+		/* the last member: not "past the archive's end" */
+		memset(&a, 0, sizeof(a));
+		put(&a, "000001.jpg", '0', "12345");
+		put_header(&a, "dir/", types[k], 1ULL << 30);
+		put_end(&a, "typed-last.tar");
+		m = indexed("typed-last.tar");
+		assert_int_equal(pm_manifest_count(m), 1);
+		pm_manifest_destroy(m);
+	}
+	/* symlinks, devices, FIFOs with data: GNU tar skips it, tarfile does not */
+	for (const char *t = "2346"; *t; t++) {
+		char want[64];
+
+		memset(&a, 0, sizeof(a));
+		put(&a, "000001.jpg", '0', "12345");
+		put_header(&a, "odd", *t, 512);
+		put(&a, "000001.cls", '0', "7");
+		put_end(&a, "odd.tar");
+		snprintf(want, sizeof(want), "header at offset 1024: type '%c' member with a size of 512", *t);
+		refused("odd.tar", want);
+	}
+}
+
+/* Sample of item i equals that of item j (want true) or not. */
+static void same_sample(const struct pm_manifest *m, size_t i, size_t j, bool want)
+{
+	assert_int_equal(pm_manifest_sample(m, i) == pm_manifest_sample(m, j), want);
+}
+
+/*
+ * A pax size= and a pending long name belong to the next member header alone:
+ * not to an 'L', 'K', 'x' or 'g' header between, and those do not drop them.
+ */
+static void test_extension_headers(void **state)
+{
+	char lname[200], hname[101];
+	struct pm_manifest *m;
+	struct ar a;
+
+	/* two 'x' in a row, the first with size=, then a 'g' */
+	memset(&a, 0, sizeof(a));
+	put(&a, "PaxHeaders/1", 'x', "10 size=5\n");
+	put(&a, "PaxHeaders/2", 'x', "29 comment=second pax header\n");
+	put(&a, "GlobalHead/3", 'g', "20 comment=a global\n");
+	put_header(&a, "000001.jpg", '0', 0);	/* 0: the size is pax's */
+	put_data(&a, "12345", 5);
+	put_end(&a, "xx.tar");
+	m = indexed("xx.tar");
+	assert_int_equal(pm_manifest_count(m), 1);
+	item_at(m, 0, 7 * 512, 5);
+	pm_manifest_destroy(m);
+
+	/* 'x' with size= before an 'L': the long name keeps its own size */
+	snprintf(lname, sizeof(lname), "d/%0150d.jpg", 1);
+	memset(&a, 0, sizeof(a));
+	put(&a, "PaxHeaders/1", 'x', "10 size=3\n");
+	put(&a, "././@LongLink", 'L', lname);
+	put_header(&a, "short", '0', 0);
+	put_data(&a, "abc", 3);
+	put_end(&a, "xL.tar");
+	m = indexed("xL.tar");
+	assert_int_equal(pm_manifest_count(m), 1);
+	item_at(m, 0, 5 * 512, 3);
+	pm_manifest_destroy(m);
+
+	/*
+	 * 'L' then an 'x' without path=, and 'L' then 'K': the long names
+	 * (keys ...A and ...B) stand, not the 100 bytes both headers share.
+	 */
+	memset(&a, 0, sizeof(a));
+	snprintf(lname, sizeof(lname), "d/%0120dA.jpg", 0);
+	snprintf(hname, sizeof(hname), "%.99s", lname);	/* what both headers hold */
+	put(&a, "././@LongLink", 'L', lname);
+	put(&a, "PaxHeaders/1", 'x', "13 mtime=1.5\n");
+	put(&a, hname, '0', "AAAA");
+	snprintf(lname, sizeof(lname), "d/%0120dB.jpg", 0);
+	put(&a, "././@LongLink", 'L', lname);
+	put(&a, "././@LongLink", 'K', "some/link/target");
+	put(&a, hname, '0', "BBBB");
+	snprintf(lname, sizeof(lname), "d/%0120dB.cls", 0);
+	put(&a, "././@LongLink", 'L', lname);
+	put(&a, hname, '0', "7");
+	put_end(&a, "lx.tar");
+	m = indexed("lx.tar");
+	assert_int_equal(pm_manifest_count(m), 3);
+	same_sample(m, 0, 1, false);
+	same_sample(m, 1, 2, true);
+	pm_manifest_destroy(m);
+}
+
+/* Member paths over the limit are refused alike from 'L' and pax path=, not cut. */
+static void test_long_name_limit(void **state)
+{
+	char *rec = malloc(6000), *name = malloc(5001);
+	struct ar *a = calloc(1, sizeof(*a));
+
+	memset(name, 'n', 5000);
+	name[5000] = 0;
+	put(a, "././@LongLink", 'L', name);
+	put(a, "short.jpg", '0', "x");
+	put_end(a, "L5000.tar");
+	refused("L5000.tar", "header at offset 0: GNU long name of 5000 bytes is too long (at most 4095)");
+	memset(a, 0, sizeof(*a));
+	snprintf(rec, 6000, "5011 path=%s\n", name);
+	put(a, "PaxHeaders/1", 'x', rec);
+	put(a, "short.jpg", '0', "x");
+	put_end(a, "pax5000.tar");
+	refused("pax5000.tar", "header at offset 0: pax path of 5000 bytes is too long (at most 4095)");
+	free(a);
+	free(rec);
+	free(name);
+}
+
+/* GNU headers (magic "ustar  \0") keep atime and ctime where POSIX has the prefix. */
+static void test_prefix_posix_only(void **state)
+{
+	struct pm_manifest *m;
+	struct ar a;
+
+	memset(&a, 0, sizeof(a));
+	put(&a, "000001.jpg", '0', "J");
+	put(&a, "000001.cls", '0', "C");
+	for (size_t h = 0; h < 2 * 1024; h += 1024) {
+		memcpy(a.b + h + 257, "ustar  ", 8);
+		put_octal(a.b + h + 345, 12, 014567123456 + h);	/* atime */
+		put_octal(a.b + h + 357, 12, 014567123457);	/* ctime */
+		resum(a.b + h);
+	}
+	/* POSIX: "p" + "000002.jpg" is one sample with "p/000002.cls" */
+	put(&a, "000002.jpg", '0', "J");
+	memcpy(a.b + a.n - 1024 + 345, "p", 2);
+	resum(a.b + a.n - 1024);
+	put(&a, "p/000002.cls", '0', "C");
+	put_end(&a, "gnu-atime.tar");
+	m = indexed("gnu-atime.tar");
+	assert_int_equal(pm_manifest_count(m), 4);
+	same_sample(m, 0, 1, true);
+	same_sample(m, 1, 2, false);
+	same_sample(m, 2, 3, true);
+	pm_manifest_destroy(m);
+}
+
+/* One zero block then more headers is damage; at the end it is tolerated. */
+static void test_lone_zero_block(void **state)
+{
+	struct pm_manifest *m;
+	struct ar a;
+
+	memset(&a, 0, sizeof(a));
+	put(&a, "000001.jpg", '0', "1111");
+	a.n += 512;
+	put(&a, "000001.cls", '0', "2");
+	put_end(&a, "lonezero.tar");
+	refused("lonezero.tar", "zero block at offset 1024 followed by more members: the archive is damaged");
+	/* a lone zero block as the archive's last block */
+	memset(&a, 0, sizeof(a));
+	put(&a, "000001.jpg", '0', "1111");
+	a.n += 512;
+	write_file("zero-at-end.tar", a.b, a.n);
+	m = indexed("zero-at-end.tar");
+	assert_int_equal(pm_manifest_count(m), 1);
+	pm_manifest_destroy(m);
+	/* two zero blocks end it, whatever follows */
+	memset(&a, 0, sizeof(a));
+	put(&a, "000001.jpg", '0', "1111");
+	a.n += 1024;
+	memset(a.b + a.n, 'j', 512);
+	a.n += 512;
+	write_file("junk-after-end.tar", a.b, a.n);
+	m = indexed("junk-after-end.tar");
+	assert_int_equal(pm_manifest_count(m), 1);
+	pm_manifest_destroy(m);
 }
 
 int main(void)
@@ -291,6 +572,12 @@ int main(void)
 		cmocka_unit_test(test_long_names),
 		cmocka_unit_test(test_base256_size),
 		cmocka_unit_test(test_bad_archives),
+		cmocka_unit_test(test_sparse_refused),
+		cmocka_unit_test(test_size_by_type),
+		cmocka_unit_test(test_extension_headers),
+		cmocka_unit_test(test_long_name_limit),
+		cmocka_unit_test(test_prefix_posix_only),
+		cmocka_unit_test(test_lone_zero_block),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
