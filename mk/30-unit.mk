@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 # cmocka unit tests: every tests/unit/test_X.c becomes $(O)/unit/test_X,
 # linked with $(O)/libpinmem.a, cmocka and the objects listed in
-# UNIT_EXTRA_test_X (set by the part that owns the test, in an earlier mk
-# file).  `unit-check` runs them all; `unit-check-asan` builds and runs them
+# UNIT_EXTRA_test_X, with the link flags in UNIT_LDFLAGS_test_X (both set by
+# the part that owns the test, in an earlier mk file).  `unit-check` runs them all; `unit-check-asan` builds and runs them
 # again under ASan+UBSan in $(O)/asan.  The cuda backend's tests load the
 # test-only CUDA runtime stand-in $(O)/unit/libcudart_stub.so.
 #
@@ -34,7 +34,7 @@ unit: $(UNIT_BINS)
 define unit_rule
 $(O)/unit/$(1): tests/unit/$(1).c $(UNIT_DEPS) $(UNIT_EXTRA_$(1))
 	@mkdir -p $$(@D)
-	$$(CC) $$(UNIT_CFLAGS) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$< $(UNIT_EXTRA_$(1)) \
+	$$(CC) $$(UNIT_CFLAGS) $$(CFLAGS) $$(LDFLAGS) $(UNIT_LDFLAGS_$(1)) -o $$@ $$< $(UNIT_EXTRA_$(1)) \
 		$$(LIBPINMEM_A) $$(UNIT_LDLIBS)
 endef
 $(foreach t,$(UNIT_NAMES),$(eval $(call unit_rule,$(t))))

@@ -27,6 +27,24 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* -ENOMEM, with "what: out of memory" in err (what cut, never the reason). */
+__attribute__((format(printf, 3, 4)))
+static int nomem(char *err, size_t errlen, const char *fmt, ...)
+{
+	static const char reason[] = ": out of memory";
+	va_list ap;
+	size_t n;
+
+	if (!err || errlen < sizeof(reason))
+		return -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen - sizeof(reason) + 1, fmt, ap);
+	va_end(ap);
+	n = strlen(err);
+	memcpy(err + n, reason, sizeof(reason));
+	return -ENOMEM;
+}
+
 /* open(O_RDONLY | flags), or -errno with "path: reason" in err. */
 static int open_ro(const char *path, int flags, char *err, size_t errlen)
 {
@@ -154,6 +172,22 @@ static int path_id(struct pm_manifest *m, const char *path, uint32_t *idp)
 	return 0;
 }
 
+/* Room for one more item. */
+static int items_room(struct pm_manifest *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 256;
+	struct pm_mitem *it;
+
+	if (m->n < m->cap)
+		return 0;
+	it = realloc(m->items, cap * sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	m->items = it;
+	m->cap = cap;
+	return 0;
+}
+
 int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
 		    uint64_t length, bool has_crc32c, uint32_t crc32c,
 		    char *err, size_t errlen)
@@ -177,16 +211,12 @@ int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
 			    "%s offset %llu length %llu: the manifest's total bytes would overflow",
 			    path, (unsigned long long)offset,
 			    (unsigned long long)length);
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 256;
-
-		it = realloc(m->items, cap * sizeof(*it));
-		if (!it)
-			return -ENOMEM;
-		m->items = it;
-		m->cap = cap;
-	}
-	ret = path_id(m, path, &id);
+	ret = items_room(m);
+	if (!ret)
+		ret = path_id(m, path, &id);
+	if (ret == -ENOMEM)
+		return nomem(err, errlen, "%s offset %llu length %llu", path,
+			     (unsigned long long)offset, (unsigned long long)length);
 	if (ret)
 		return ret;
 	it = &m->items[m->n++];
@@ -458,6 +488,8 @@ static int parse_line(struct pm_manifest *m, struct line *l, const char *base_di
 	ret = pm_manifest_add(m, path, off, len, nf == 3, crc, NULL, 0);
 	if (ret == -EINVAL)
 		return fail(l->err, l->errlen, "%s:%lu: invalid item", l->name, l->no);
+	if (ret == -ENOMEM)
+		return nomem(l->err, l->errlen, "%s:%lu", l->name, l->no);
 	return ret;
 }
 
@@ -477,7 +509,7 @@ int pm_manifest_parse(struct pm_manifest *m, const char *text, size_t len,
 	path_size = (base_dir ? strlen(base_dir) : 0) + 4097 + 1;
 	path = malloc(path_size);
 	if (!path)
-		return -ENOMEM;
+		return nomem(err, errlen, "%s", l.name);
 	while (p < end) {
 		const char *nl = memchr(p, '\n', end - p);
 
@@ -516,7 +548,7 @@ int pm_manifest_load(struct pm_manifest *m, const char *path, char *err,
 			char *t = realloc(text, cap ? cap * 2 : 65536);
 
 			if (!t) {
-				ret = -ENOMEM;
+				ret = nomem(err, errlen, "%s: after %zu bytes", path, len);
 				goto out;
 			}
 			text = t;
@@ -536,7 +568,7 @@ int pm_manifest_load(struct pm_manifest *m, const char *path, char *err,
 	}
 	dir = strdup(path);
 	if (!dir) {
-		ret = -ENOMEM;
+		ret = nomem(err, errlen, "%s", path);
 		goto out;
 	}
 	slash = strrchr(dir, '/');

@@ -19,6 +19,7 @@
 
 #include "crc32c.h"
 #include "manifest.h"
+#include "alloc_fail.h"
 
 static struct pm_manifest *mk(void)
 {
@@ -243,6 +244,26 @@ static void test_load(void **state)
 	pm_manifest_destroy(m);
 }
 
+/* Each allocation failing in turn: -ENOMEM, "out of memory" said, nothing added. */
+static void test_load_out_of_memory(void **state)
+{
+	struct pm_manifest *m = mk();
+	char p[PATH_MAX + 64], *text = malloc(300 * 32);
+	size_t len = 0;
+
+	/* 300 items (the item array grows past 256) of 40 paths (the hash grows) */
+	for (int i = 0; i < 300; i++)
+		len += (size_t)sprintf(text + len, "f%d.bin %d 1\n", i % 40, i);
+	write_file("many.txt", text, len);
+	path_in(p, sizeof(p), "many.txt");
+	assert_int_equal(pm_manifest_add(m, "/keep", 0, 1, false, 0, NULL, 0), 0);
+	/* a copy of each path at least */
+	assert_true(each_allocation_fails(pm_manifest_load, m, p, "many.txt") > 40);
+	assert_int_equal(pm_manifest_count(m), 301);
+	pm_manifest_destroy(m);
+	free(text);
+}
+
 static void test_add_file(void **state)
 {
 	struct pm_manifest *m = mk();
@@ -328,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_parse_nul_and_long),
 		cmocka_unit_test(test_add),
 		cmocka_unit_test(test_load),
+		cmocka_unit_test(test_load_out_of_memory),
 		cmocka_unit_test(test_add_file),
 		cmocka_unit_test(test_crc32c),
 	};

@@ -21,6 +21,7 @@
 
 #include "pinmem_stream.h"
 #include "pm_test.h"
+#include "alloc_fail.h"
 
 static char dir[PATH_MAX - 512];
 
@@ -565,6 +566,28 @@ static void test_lone_zero_block(void **state)
 	pm_manifest_destroy(m);
 }
 
+/* Each allocation failing in turn: -ENOMEM, "out of memory" said, nothing added. */
+static void test_out_of_memory(void **state)
+{
+	struct ar a = { .n = 0 };
+	struct pm_manifest *m;
+	char p[PATH_MAX], lname[200];
+
+	snprintf(lname, sizeof(lname), "d/%0150d.jpg", 1);
+	put(&a, "././@LongLink", 'L', lname);
+	put(&a, "short", '0', "abc");
+	put(&a, "PaxHeaders/1", 'x', "14 path=x.cls\n");
+	put(&a, "short", '0', "7");
+	put_end(&a, "nomem.tar");
+	path_in(p, sizeof(p), "nomem.tar");
+	assert_int_equal(pm_manifest_create(&m), 0);
+	assert_int_equal(pm_manifest_add(m, "/keep", 0, 1, false, 0, NULL, 0), 0);
+	/* both extension headers' data and the path */
+	assert_true(each_allocation_fails(pm_manifest_add_tar, m, p, "nomem.tar") >= 3);
+	assert_int_equal(pm_manifest_count(m), 3);
+	pm_manifest_destroy(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -578,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_long_name_limit),
 		cmocka_unit_test(test_prefix_posix_only),
 		cmocka_unit_test(test_lone_zero_block),
+		cmocka_unit_test(test_out_of_memory),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

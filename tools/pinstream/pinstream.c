@@ -168,7 +168,7 @@ void ps_json_str(FILE *f, const char *s)
 struct pm_manifest *ps_load_items(const struct ps_args *a)
 {
 	struct pm_manifest *m;
-	char err[512];
+	char err[512] = "";
 	int ret;
 
 	if (pm_manifest_create(&m)) {
@@ -195,7 +195,7 @@ struct pm_manifest *ps_load_items(const struct ps_args *a)
 		}
 	}
 	if (ret) {
-		ps_err("%s", err);
+		ps_err("%s", err[0] ? err : strerror(-ret));
 		pm_manifest_destroy(m);
 		return NULL;
 	}
