@@ -387,12 +387,30 @@ static int field(struct line *l, char *buf, size_t size, size_t *lenp)
 	return 1;
 }
 
+/* s with control bytes as \xNN: a \v or \f in a field is invisible when quoted. */
+static const char *shown(const char *s, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	for (; *s && n + 5 <= size; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f)
+			n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+		else
+			buf[n++] = (char)c;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
 static int number(struct line *l, const char *what, const char *s, uint64_t *v)
 {
 	unsigned long long x;
-	char *end;
+	char *end, buf[4 * 64 + 1];
 
-	if (*s == '-' || *s == '+')
+	/* strtoull would skip leading white space (\v, \f, ...) and take a sign */
+	if (*s < '0' || *s > '9')
 		goto bad;
 	errno = 0;
 	x = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
@@ -402,7 +420,7 @@ static int number(struct line *l, const char *what, const char *s, uint64_t *v)
 	return 0;
 bad:
 	return fail(l->err, l->errlen, "%s:%lu: %s '%s' is not a number", l->name,
-		    l->no, what, s);
+		    l->no, what, shown(s, buf, sizeof(buf)));
 }
 
 static int crc_field(struct line *l, const char *s, uint32_t *v)

@@ -88,6 +88,10 @@ static void test_parse_bad_lines(void **state)
 		{ "a.bin x 1\n", "t.txt:2: offset 'x' is not a number" },
 		{ "a.bin 0 -5\n", "t.txt:2: length '-5' is not a number" },
 		{ "a.bin 0 +5\n", "t.txt:2: length '+5' is not a number" },
+		/* white space strtoull would skip (\v and \f do not split fields) */
+		{ "a.bin \v5 1\n", "t.txt:2: offset '\\x0b5' is not a number" },
+		{ "a.bin 0 \f7\n", "t.txt:2: length '\\x0c7' is not a number" },
+		{ "a.bin 0 \v-7\n", "t.txt:2: length '\\x0b-7' is not a number" },
 		{ "a.bin 0 5k\n", "t.txt:2: length '5k' is not a number" },
 		{ "a.bin 0x 5\n", "t.txt:2: offset '0x' is not a number" },
 		{ "a.bin 0 99999999999999999999\n", "t.txt:2: length '99999999999999999999' is not a number" },
