@@ -2,9 +2,10 @@
 # cmocka unit tests: every tests/unit/test_X.c becomes $(O)/unit/test_X,
 # linked with $(O)/libpinmem.a, cmocka and the objects listed in
 # UNIT_EXTRA_test_X, with the link flags in UNIT_LDFLAGS_test_X (both set by
-# the part that owns the test, in an earlier mk file).  `unit-check` runs them all; `unit-check-asan` builds and runs them
-# again under ASan+UBSan in $(O)/asan.  The cuda backend's tests load the
-# test-only CUDA runtime stand-in $(O)/unit/libcudart_stub.so.
+# the part that owns the test, in an earlier mk file).  `unit-check` runs
+# them all; `unit-check-asan` builds and runs them again under ASan+UBSan in
+# $(O)/asan.  The cuda backend's tests load the test-only CUDA runtime
+# stand-in $(O)/unit/libcudart_stub.so.
 #
 # In the VM, $(O)/vm/test_buf_module (tests/unit/test_buf.c built with
 # PM_TEST_MODULE) runs the same buffer cases and more against the real

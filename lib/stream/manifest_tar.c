@@ -7,8 +7,8 @@
  * their data is a map and packed pieces, not the file's bytes in place.
  * Members are grouped into samples by WebDataset key, as webdataset's
  * tariterators do: the path up to the first dot of its file name
- * ("train/000123.jpg" and "train/000123.cls" are one sample).  Every refusal names the archive and
- * the offset of the header at fault.
+ * ("train/000123.jpg" and "train/000123.cls" are one sample).  Every
+ * refusal names the archive and the offset of the header at fault.
  */
 #include <errno.h>
 #include <fcntl.h>
