@@ -331,7 +331,9 @@ static PyMethodDef ctx_methods[] = {
 	  "Pinned, uninitialised memory of shape (an int or a tuple) and dtype, registered with the\n"
 	  "copy backend.  pin: 'auto' (module, else mlock), 'module', 'mlock' or 'none'; pages:\n"
 	  "'default', 'thp' or 'hugetlb'; strict: fail rather than get less.  Freed (unpinned)\n"
-	  "when the Buffer and every view of it (memoryview, numpy, torch) are gone." },
+	  "when the Buffer and every view of it (memoryview, numpy, torch) are gone.  Not\n"
+	  "mapped in forked children (MADV_DONTFORK): a view used in a fork-started worker\n"
+	  "faults." },
 	{ "pin", (PyCFunction)(void (*)(void))ctx_pin, METH_VARARGS | METH_KEYWORDS,
 	  "pin(obj, *, pin='auto', strict=False, register=True) -> Buffer\n\n"
 	  "Pin the page-aligned writable memory of obj (an mmap, say) in place; obj stays\n"
