@@ -217,6 +217,10 @@ int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
 	if (ret == -ENOMEM)
 		return nomem(err, errlen, "%s offset %llu length %llu", path,
 			     (unsigned long long)offset, (unsigned long long)length);
+	if (ret == -E2BIG) {
+		fail(err, errlen, "%s: a manifest holds at most %u files", path, UINT32_MAX - 1);
+		return ret;
+	}
 	if (ret)
 		return ret;
 	it = &m->items[m->n++];

@@ -173,6 +173,8 @@ static int pax(struct tar *t, uint64_t hoff, const char *p, size_t n, struct pen
 		if (eq - kv >= 11 && !memcmp(kv, "GNU.sparse.", 11)) {
 			return sparse(t, hoff, "pax GNU.sparse keys");
 		} else if (eq - kv == 4 && !memcmp(kv, "path", 4)) {
+			if (memchr(eq + 1, 0, vl))
+				return bad(t, hoff, "pax path holds a NUL byte");
 			ret = long_name(t, hoff, "pax path", eq + 1, vl, pd);
 			if (ret)
 				return ret;

@@ -505,6 +505,20 @@ static void test_long_name_limit(void **state)
 	free(name);
 }
 
+/* A pax path= with a NUL inside would be cut there, and join another sample: refused. */
+static void test_pax_path_nul(void **state)
+{
+	static const char rec[] = "20 path=a.jpg\0b.cls\n";
+	struct ar *a = calloc(1, sizeof(*a));
+
+	put_header(a, "PaxHeaders/1", 'x', sizeof(rec) - 1);
+	put_data(a, rec, sizeof(rec) - 1);
+	put(a, "short.jpg", '0', "x");
+	put_end(a, "paxnul.tar");
+	refused("paxnul.tar", "header at offset 0: pax path holds a NUL byte");
+	free(a);
+}
+
 /* GNU headers (magic "ustar  \0") keep atime and ctime where POSIX has the prefix. */
 static void test_prefix_posix_only(void **state)
 {
@@ -599,6 +613,7 @@ int main(void)
 		cmocka_unit_test(test_size_by_type),
 		cmocka_unit_test(test_extension_headers),
 		cmocka_unit_test(test_long_name_limit),
+		cmocka_unit_test(test_pax_path_nul),
 		cmocka_unit_test(test_prefix_posix_only),
 		cmocka_unit_test(test_lone_zero_block),
 		cmocka_unit_test(test_out_of_memory),
