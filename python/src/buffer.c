@@ -274,8 +274,12 @@ static PyObject *buffer_dlpack(PmBuffer *self, PyObject *args, PyObject *kw)
 
 		if (how < 0 || (!how && pmpy_batch_wait(self->batch, ptr)))
 			return NULL;
-		/* Where the consumer reads it: release() and GC release after that work. */
-		self->batch->consumer = ptr;
+		/*
+		 * Where the consumer reads it: release() and GC release after that
+		 * work.  The per-thread stream is the exporting thread's, and a GC
+		 * may run on another: the legacy stream waits for it too.
+		 */
+		self->batch->consumer = ptr == (void *)2 ? (void *)1 : ptr;
 	}
 	/* Room for the tensor, then shape and strides (in elements). */
 	t = calloc(1, sizeof(*t) + 2 * PMPY_MAXDIM * sizeof(int64_t));

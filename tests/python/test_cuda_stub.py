@@ -131,6 +131,11 @@ def test_dlpack_stream_values(stub, data_files):
                 b.views[0].__dlpack__(stream=value)
                 waits = calls_since(stub, n0, b"cudaStreamWaitEvent")
                 assert [(w.a, w.ret) for w in waits] == [(value, 0)]
+                n0 = stub.cudastub_log_count()
+            # released after the consumer's work: a per-thread stream is the exporting
+            # thread's, so the legacy stream (which waits for it) stands in for it
+            recorded_on = [c.b for c in calls_since(stub, n0, b"cudaEventRecord")]
+            assert 1 in recorded_on and 2 not in recorded_on
         with next(it) as b:
             n0 = stub.cudastub_log_count()
             b.views[0].__dlpack__(stream=-1)
