@@ -166,7 +166,13 @@ enum pm_order {
  * Whatever the item sizes, every rank gets the same number of batches per
  * epoch (DDP hangs otherwise): a rank that packs into fewer batches splits
  * its fullest ones, and under EXACT a rank with one item less than needed
- * repeats its first item of the epoch.
+ * repeats its first item of the epoch.  The packing and the slot size are a
+ * function of the manifest, the options and world_size only, the same on
+ * every rank: with world_size > 1 items are packed as if every file were
+ * read with O_DIRECT alignment 4096 (as if buffered with PM_DIRECT_OFF),
+ * whatever each node's file systems allow and whether its files are opened
+ * lazily, and a file whose O_DIRECT alignment does not divide 4096 is read
+ * buffered (PM_DIRECT_ON: create fails).
  */
 enum pm_shard_pad {
 	PM_SHARD_EXACT = 0,
@@ -185,7 +191,7 @@ enum pm_handoff {
 struct pm_stream_opts {
 	uint32_t slots;		/* ring slots [4] */
 	uint32_t prefetch;	/* most batches read ahead of the consumer [slots] */
-	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or with batch_items the largest batch this rank's plan makes] */
+	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or with batch_items the largest batch the plan makes for any rank] */
 	uint32_t batch_items;	/* most items per batch [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */

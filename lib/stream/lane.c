@@ -403,7 +403,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		pm_plan_epoch(&s->plan, ++s->epoch);
 		s->pos = 0;
 	}
-	k = pm_plan_batch(&s->plan, s->pos, s->fs.align, s->slot_bytes,
+	k = pm_plan_batch(&s->plan, s->pos, s->palign, s->slot_bytes,
 			  s->o.batch_items, &span);
 	dev = sl->b.dev;
 	memset(&sl->b, 0, sizeof(sl->b));
@@ -445,7 +445,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		it->slot_offset = sl->place[i].data_slot;
 		sl->b.bytes += mi->length;
 	}
-	sl->b.span = k ? span : 0;
+	sl->b.span = k ? cur : 0;	/* packed with s->palign, placed with the files' own */
 	s->pos += sl->b.nitems;
 	if (s->pos == s->plan.count && s->epoch + 1 >= s->o.epochs) {
 		s->plan_done = true;	/* known now, so the consumer sees the end */
@@ -457,7 +457,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		item_fail(s, sl, 0, -EFBIG,
 			  "needs %llu bytes, more than a slot (%llu bytes; raise the batch size)",
 			  (unsigned long long)pm_plan_footprint(&s->m->items[sl->items[0].index],
-				s->fs.align[sl->items[0].path_id]),
+				s->palign[sl->items[0].path_id]),
 			  (unsigned long long)s->slot_bytes);
 	}
 	for (uint32_t i = 0; i < sl->b.nitems && !sl->err; i++) {

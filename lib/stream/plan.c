@@ -311,6 +311,38 @@ uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *ali
 /* Epochs x items beyond which the slot is sized by the bound instead (setup stays short). */
 #define EXACT_SLOT_WORK (64ULL << 20)
 
+/*
+ * Largest sum of footprints over rank's batches of max_items this epoch:
+ * each starts at a multiple of max_items of its share, since the slot is
+ * sized for every such batch; a short last one may get equal steps' repeat.
+ */
+static uint64_t share_slot(const struct pm_plan *p, uint32_t rank, const uint32_t *align,
+			   uint32_t max_items)
+{
+	size_t count = pm_plan_rank_count(p->m->n, rank, p->world, p->pad);
+	uint64_t most = 0;
+
+	for (size_t pos = 0; pos < count || (!pos && p->world > 1); pos += max_items) {
+		uint64_t sum = 0;
+		size_t k;
+
+		for (k = 0; k < max_items && pos + k < count; k++) {
+			const struct pm_mitem *it = &p->m->items[share_item(p, rank, pos + k)];
+
+			sum += pm_plan_footprint(it, align[it->path_id]);
+		}
+		/* equal steps may append the rank's first item (or, with none, a padded one) */
+		if (k < max_items && p->world > 1) {
+			const struct pm_mitem *it = &p->m->items[share_item(p, rank, 0)];
+
+			sum += pm_plan_footprint(it, align[it->path_id]);
+		}
+		if (sum > most)
+			most = sum;
+	}
+	return most;
+}
+
 uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
 				  uint32_t max_items, uint32_t epochs)
 {
@@ -321,21 +353,10 @@ uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
 		return pm_plan_slot_for_items(p->m, align, max_items);
 	for (uint32_t e = 0; e < scan; e++) {
 		pm_plan_epoch(p, e);
-		for (size_t pos = 0; pos < p->count; pos += max_items) {
-			uint64_t sum = 0;
-			size_t k;
+		/* every rank's batches, so that every rank sizes the same slot */
+		for (uint32_t r = 0; r < p->world; r++) {
+			uint64_t sum = share_slot(p, r, align, max_items);
 
-			for (k = 0; k < max_items && pos + k < p->count; k++) {
-				const struct pm_mitem *it = &p->m->items[p->order[pos + k]];
-
-				sum += pm_plan_footprint(it, align[it->path_id]);
-			}
-			/* equal steps may append the epoch's first item to a short last batch */
-			if (k < max_items && p->world > 1) {
-				const struct pm_mitem *it = &p->m->items[p->order[0]];
-
-				sum += pm_plan_footprint(it, align[it->path_id]);
-			}
 			if (sum > most)
 				most = sum;
 		}

@@ -59,6 +59,11 @@ void pm_plan_free(struct pm_plan *p);
  * alignment, or 0 for buffered reads (placed on PM_PLAN_BUF_ALIGN).
  */
 #define PM_PLAN_BUF_ALIGN 64
+/*
+ * The alignment several ranks pack with when O_DIRECT may be used: its
+ * placements bound those of every alignment that divides it (and buffered).
+ */
+#define PM_PLAN_DIRECT_ALIGN 4096
 void pm_plan_place(uint64_t cur, const struct pm_mitem *it, uint32_t align,
 		   struct pm_place *pl);
 /* Worst-case slot bytes item it can take, wherever it is placed. */
@@ -70,10 +75,11 @@ uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align);
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
 		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span);
 /*
- * Smallest slot that holds every batch of max_items items this rank's plan
- * makes over epochs (each epoch's order; one when not shuffled), or, when
- * that is too much work (epochs x items over 64 Mi), any max_items items.
- * Leaves the plan at epoch 0.
+ * Smallest slot that holds every batch of max_items items the plan makes
+ * for any rank over epochs (each epoch's order; one when not shuffled), or,
+ * when that is too much work (epochs x items over 64 Mi), any max_items
+ * items.  Every rank gets the same size: equal steps packs the other ranks'
+ * shares with it.  Leaves the plan at epoch 0.
  */
 uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
 				  uint32_t max_items, uint32_t epochs);

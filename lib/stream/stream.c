@@ -63,6 +63,37 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 	return 0;
 }
 
+/*
+ * The alignments batches are packed with.  One rank packs with its files'
+ * own.  Several ranks must pack alike (equal steps), but a file's O_DIRECT
+ * alignment, and whether it is read buffered (lazily opened files are),
+ * depend on the node and the open-files limit: they pack every file as if
+ * read with PM_PLAN_DIRECT_ALIGN, which bounds the placement of every
+ * alignment dividing it and of buffered reads (or, O_DIRECT off, as
+ * buffered).  A file whose alignment does not divide it is read buffered.
+ */
+static int plan_aligns(struct pm_stream *s)
+{
+	uint32_t a = s->o.direct == PM_DIRECT_OFF ? 0 : PM_PLAN_DIRECT_ALIGN;
+	char err[ERRLEN];
+	int ret;
+
+	if (s->o.world_size == 1) {
+		s->palign = s->fs.align;
+		return 0;
+	}
+	ret = pm_sfiles_cap_align(&s->fs, PM_PLAN_DIRECT_ALIGN, s->o.direct == PM_DIRECT_ON,
+				  err, sizeof(err));
+	if (ret)
+		return pm_ctx_error(s->ctx, ret, "%s", err);
+	s->palign = malloc((s->fs.n ? s->fs.n : 1) * sizeof(*s->palign));
+	if (!s->palign)
+		return pm_ctx_error(s->ctx, -ENOMEM, "no memory for the plan of %u files", s->fs.n);
+	for (uint32_t i = 0; i < s->fs.n; i++)
+		s->palign[i] = a;
+	return 0;
+}
+
 /* Slot size and layout; needs the files' alignments. */
 static int size_slots(struct pm_stream *s)
 {
@@ -73,7 +104,7 @@ static int size_slots(struct pm_stream *s)
 		s->slot_bytes = o->batch_bytes;
 	} else if (o->batch_items) {
 		/* the largest batch that comes up, not batch_items of the largest items */
-		s->slot_bytes = pm_plan_slot_for_batches(&s->plan, s->fs.align, o->batch_items,
+		s->slot_bytes = pm_plan_slot_for_batches(&s->plan, s->palign, o->batch_items,
 							 o->epochs);
 		if (!s->slot_bytes)
 			return pm_ctx_error(s->ctx, -ENOMEM, "no memory to size the slots");
@@ -100,7 +131,7 @@ static int check_items_fit(struct pm_stream *s)
 {
 	for (size_t i = 0; i < s->m->n; i++) {
 		const struct pm_mitem *mi = &s->m->items[i];
-		uint64_t need = pm_plan_footprint(mi, s->fs.align[mi->path_id]);
+		uint64_t need = pm_plan_footprint(mi, s->palign[mi->path_id]);
 
 		if (need > s->slot_bytes)
 			return pm_ctx_error(s->ctx, -EFBIG,
@@ -195,13 +226,15 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	}
 	pm_plan_epoch(&s->plan, 0);
 	totals(s);
-	ret = size_slots(s);
+	ret = plan_aligns(s);
+	if (!ret)
+		ret = size_slots(s);
 	if (!ret)
 		ret = check_items_fit(s);
 	if (ret)
 		goto fail;
 	/* several ranks: the same number of batches on each, now that slots are sized */
-	if (pm_plan_packing(&s->plan, s->fs.align, s->slot_bytes, s->o.batch_items) ||
+	if (pm_plan_packing(&s->plan, s->palign, s->slot_bytes, s->o.batch_items) ||
 	    pm_plan_epoch(&s->plan, 0)) {
 		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for the plan's batches");
 		goto fail;
@@ -294,6 +327,8 @@ void pm_stream_destroy(struct pm_stream *s)
 	/* a ring that failed with reads in flight keeps its buffer: never reuse it */
 	if (s->buf && !s->reader_err && !forked)
 		pm_buf_free(s->ctx, s->buf);
+	if (s->palign != s->fs.align)
+		free(s->palign);
 	pm_sfiles_close(&s->fs);
 	pm_plan_free(&s->plan);
 	free(s->slots);

@@ -392,6 +392,37 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 	return 0;
 }
 
+int pm_sfiles_cap_align(struct pm_stream_files *fs, uint32_t max, bool direct_on,
+			char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < fs->n; i++) {
+		struct pm_sfile *f = &fs->f[i];
+		uint32_t a = f->align;
+		int fl;
+
+		if (!a || max % a == 0)
+			continue;
+		if (direct_on) {
+			snprintf(err, errlen,
+				 "%s: O_DIRECT alignment %u does not divide the %u several ranks pack batches with",
+				 fs->m->paths[i], a, max);
+			return -EINVAL;
+		}
+		fl = fcntl(f->fd, F_GETFL);
+		if (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+			int ret = -errno;
+
+			snprintf(err, errlen, "%s: fcntl: %s", fs->m->paths[i], strerror(-ret));
+			return ret;
+		}
+		f->align = 0;
+		fs->align[i] = 0;
+		f->note = note(fs, "buffered: O_DIRECT alignment %u does not divide the %u several ranks pack batches with",
+			       a, max);
+	}
+	return 0;
+}
+
 void pm_sfiles_close(struct pm_stream_files *fs)
 {
 	for (uint32_t i = 0; fs->f && i < fs->n; i++) {

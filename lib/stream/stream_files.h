@@ -85,6 +85,12 @@ struct pm_stream_files {
  */
 int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		   int direct, bool skip, char *err, size_t errlen);
+/*
+ * Read buffered every file whose O_DIRECT alignment does not divide max
+ * (direct_on: fail with a sentence in err instead).
+ */
+int pm_sfiles_cap_align(struct pm_stream_files *fs, uint32_t max, bool direct_on,
+			char *err, size_t errlen);
 /* Close everything (files open at create; the table goes with the ring). */
 void pm_sfiles_close(struct pm_stream_files *fs);
 /* Lazy: split the table into n parts (n <= the table's size, PM_SFILE_PARTS). */

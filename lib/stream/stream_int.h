@@ -96,7 +96,8 @@ struct pm_stream {
 	bool copies;		/* a backend and a device buffer per slot (not PM_HANDOFF_HOST) */
 	bool slot_pending;	/* a FREE slot waits for an event: the reader polls */
 
-	struct pm_stream_files fs;	/* s->fs.align: per path, for the plan */
+	struct pm_stream_files fs;	/* s->fs.align: per path, where reads are placed */
+	uint32_t *palign;	/* per path, what batches are packed with (plan_aligns) */
 
 	struct pm_buf *buf;
 	uint64_t slot_bytes, stride;
