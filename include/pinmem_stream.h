@@ -35,8 +35,10 @@
  *                      order GPU work after it with pm_stream_batch_wait()
  *                      (cudaStreamWaitEvent on the copy's event).  A copy
  *                      that fails after delivery stops the stream: the next
- *                      pm_stream_next returns its error.  No host
- *                      synchronisation on the consumer's thread.
+ *                      pm_stream_next returns its error (before it returns
+ *                      the end, it waits for the copies still queued).  No
+ *                      host synchronisation on the consumer's thread until
+ *                      then.
  *   PM_HANDOFF_HOST    no device buffers (batch->dev is NULL); the slots are
  *                      pinned and registered, the consumer copies from
  *                      batch->host on its own stream.

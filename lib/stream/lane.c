@@ -56,7 +56,7 @@ static void item_fail(struct pm_stream *s, struct slot *sl, uint32_t k, int err,
  * consumer never waited for it) stops the stream with its error, so bad
  * bytes never pass unreported (s->lock held).
  */
-static void copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
+void pm_stream_copy_failed_late(struct pm_stream *s, struct slot *sl, int err)
 {
 	if (s->o.handoff != PM_HANDOFF_QUEUED || s->sticky_err)
 		return;
@@ -84,7 +84,7 @@ static bool event_passed(struct pm_stream *s, struct slot *sl, uint64_t *ev)
 		pm_hist_add(&s->copy_hist, now_ns() - sl->t_copy0);
 	}
 	if (r < 0 && ev == &sl->ev)
-		copy_failed_late(s, sl, r);
+		pm_stream_copy_failed_late(s, sl, r);
 	pm_event_release(s->ctx, *ev);
 	*ev = 0;
 	return true;
@@ -580,7 +580,7 @@ static void poll_copies(struct pm_stream *s)
 			pm_hist_add(&s->copy_hist, t - sl->t_copy0);
 		}
 		if (r < 0)
-			copy_failed_late(s, sl, r);
+			pm_stream_copy_failed_late(s, sl, r);
 	}
 }
 

@@ -159,6 +159,8 @@ static inline void set_stop(struct pm_stream *s)
 }
 
 int pm_stream_slot_reserve(struct slot *sl, uint32_t n);
+/* A handed-over batch's copy failed (PM_HANDOFF_QUEUED): stop the stream with it (s->lock held). */
+void pm_stream_copy_failed_late(struct pm_stream *s, struct slot *sl, int err);
 
 /* Start the lanes' threads; each sets up its ring (create waits for them). */
 int pm_lanes_start(struct pm_stream *s);

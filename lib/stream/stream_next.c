@@ -70,6 +70,38 @@ static bool stream_over(struct pm_stream *s)
 	return s->reader_exited || s->plan_done;
 }
 
+/*
+ * PM_HANDOFF_QUEUED hands batches over before their copies completed, and
+ * the lanes poll those copies only while they run.  Before the end is
+ * declared every copy still outstanding is waited for (a host
+ * synchronisation at the end of the stream only), and a failure stops the
+ * stream as a lane would have.  s->lock held, dropped while waiting.
+ */
+static void settle_copies(struct pm_stream *s)
+{
+	if (!s->copies || s->o.handoff != PM_HANDOFF_QUEUED)
+		return;
+	for (uint32_t i = 0; i < s->nslots && !s->sticky_err; i++) {
+		struct slot *sl = &s->slots[i];
+		uint64_t ev = sl->ev;
+		int r;
+
+		if (!ev || sl->copy_done)
+			continue;
+		pthread_mutex_unlock(&s->lock);
+		r = pm_event_wait(s->ctx, ev);
+		if (!r)
+			r = pm_event_query(s->ctx, ev);	/* the failure may show only here */
+		pthread_mutex_lock(&s->lock);
+		if (sl->ev != ev || sl->copy_done)
+			continue;	/* a lane polled it meanwhile */
+		sl->copy_done = true;
+		pm_hist_add(&s->copy_hist, now_ns() - sl->t_copy0);
+		if (r < 0)
+			pm_stream_copy_failed_late(s, sl, r);
+	}
+}
+
 /* Back to the ring; its events are checked before it is read into again. */
 static void slot_free(struct pm_stream *s, struct slot *sl)
 {
@@ -115,6 +147,9 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 		sl = pick(s);
 		if (!sl) {
 			if (stream_over(s)) {
+				settle_copies(s);
+				if (s->sticky_err)
+					continue;
 				if (!s->ended) {
 					s->ended = true;
 					s->t_end = now_ns();

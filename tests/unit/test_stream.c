@@ -1687,6 +1687,62 @@ static void test_cuda_queued_copy_fails_late(void **state)
 }
 
 /*
+ * PM_HANDOFF_QUEUED: the last batches' copies fail after the reader lane
+ * read everything and exited (nothing polls them any more): the stream
+ * still ends with their error, not a clean end.
+ */
+static void test_cuda_queued_copy_fails_after_lanes(void **state)
+{
+	struct pm_manifest *m = new_manifest();
+	cudastub_complete_fn *complete;
+	cudastub_fail_fn *fail_call;
+	cudastub_hold_fn *hold;
+	struct pm_stream_opts o;
+	struct pm_batch *b[2], *e;
+	struct pm_stream *s;
+	struct pm_ctx *ctx;
+	struct stub st;
+
+	stub_open(&st, 1);
+	*(void **)&fail_call = dlsym(st.h, "cudastub_fail");
+	*(void **)&hold = dlsym(st.h, "cudastub_hold");
+	*(void **)&complete = dlsym(st.h, "cudastub_complete");
+	assert_true(fail_call && hold && complete);
+	ctx = stub_ctx(0);
+	add(m, 0, 0, 1 << 16);
+	add(m, 0, 1 << 16, 1 << 16);
+	pm_stream_opts_init(&o);
+	o.slots = 4;
+	o.batch_items = 1;
+	o.readers = 1;
+	o.handoff = PM_HANDOFF_QUEUED;
+	hold(1);	/* the copies stay queued */
+	s = stream_ok(ctx, m, &o);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pm_stream_next(s, &b[i]), 0);
+		assert_non_null(b[i]);
+	}
+	for (int i = 0; i < 2000 && reader_threads(); i++)
+		usleep(1000);
+	assert_int_equal(reader_threads(), 0);	/* the lane read everything and left */
+	for (int k = 1; k <= 8; k++)
+		fail_call("cudaEventQuery", k, cudaErrorIllegalAddress);
+	complete();
+	assert_int_equal(pm_stream_release(s, b[0]), 0);
+	assert_int_equal(pm_stream_release(s, b[1]), 0);
+	assert_int_equal(pm_stream_next(s, &e), -EIO);
+	assert_null(e);
+	assert_non_null(strstr(pm_stream_error(s), "failed after it was handed over"));
+	assert_int_equal(pm_stream_next(s, &e), -EIO);	/* sticky */
+	hold(0);
+	pm_stream_destroy(s);
+	pm_close(ctx);
+	pm_manifest_destroy(m);
+	st.reset(1, 0);
+	dlclose(st.h);
+}
+
+/*
  * Release against the consumer's stream: zero overwritten reads in every
  * hand-off mode, whether the consumer's kernel reads the device buffer or
  * the host slot (e.g. labels copied from b->host on its stream).  A plain
@@ -1827,6 +1883,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_device1),
 		cmocka_unit_test(test_cuda_consumer_race),
 		cmocka_unit_test(test_cuda_queued_copy_fails_late),
+		cmocka_unit_test(test_cuda_queued_copy_fails_after_lanes),
 		cmocka_unit_test(test_cuda_fork_no_calls),
 #endif
 	};
