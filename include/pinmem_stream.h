@@ -327,7 +327,12 @@ PM_API int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 PM_API void pm_stream_destroy(struct pm_stream *s);
 /* Next batch (COPIED: its copy completed; QUEUED: its copy queued): 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error names the item), -EDEADLK when the consumer holds every slot.  One thread. */
 PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
-/* Give a batch's slot back to the ring now (host consumers); -EINVAL if not a batch held by the consumer.  One thread. */
+/*
+ * Give a batch's slot back to the ring now (host consumers); -EINVAL if not
+ * a batch held by the consumer.  Each hand-over gives a pointer of its own,
+ * so a batch released already is refused (never the later batch in its
+ * slot), until its slot was handed over 3 more times.  One thread.
+ */
 PM_API int pm_stream_release(struct pm_stream *s, struct pm_batch *batch);
 /*
  * Order cuda_stream after the batch's copy: cuda backend, queues a wait

@@ -49,8 +49,18 @@ enum slot_state {
 
 struct lane;
 
+/*
+ * Each hand-over of a slot's batch gives the consumer its own copy of b,
+ * the next of SLOT_OUTS in turn: a pointer kept after its release (a double
+ * release) is told from the batch now held in the slot until the slot was
+ * handed over SLOT_OUTS - 1 more times.
+ */
+#define SLOT_OUTS	4
+
 struct slot {
 	struct pm_batch b;
+	struct pm_batch out[SLOT_OUTS];	/* what the consumer got, out[(outs - 1) % SLOT_OUTS] last */
+	uint32_t outs;		/* hand-overs so far */
 	struct pm_batch_item *items;
 	struct pm_place *place;
 	uint32_t cap;

@@ -211,7 +211,8 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 		s->batches++;
 		s->items += sl->b.nitems;
 		s->bytes += sl->b.bytes;
-		*batch = &sl->b;
+		*batch = &sl->out[sl->outs++ % SLOT_OUTS];
+		**batch = sl->b;
 		break;
 	}
 	s->consumer_wait_ns += now_ns() - t0;
@@ -219,15 +220,20 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	return ret;
 }
 
-/* The slot of a batch the consumer holds (s->lock held), or NULL. */
+/*
+ * The slot of a batch the consumer holds (s->lock held), or NULL: the
+ * slot's last hand-over, not an earlier one of the same slot (SLOT_OUTS).
+ */
 static struct slot *held_slot(struct pm_stream *s, struct pm_batch *batch)
 {
 	struct slot *sl;
 
-	if (!batch || batch->slot >= s->nslots)
-		return NULL;
-	sl = &s->slots[batch->slot];
-	return &sl->b == batch && sl->state == SLOT_HELD ? sl : NULL;
+	for (uint32_t i = 0; batch && i < s->nslots; i++) {
+		sl = &s->slots[i];
+		if (batch == &sl->out[(sl->outs - 1) % SLOT_OUTS])
+			return sl->outs && sl->state == SLOT_HELD ? sl : NULL;
+	}
+	return NULL;
 }
 
 int pm_stream_release(struct pm_stream *s, struct pm_batch *batch)

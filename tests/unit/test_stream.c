@@ -776,6 +776,52 @@ static void test_all_slots_held(void **state)
 }
 
 /*
+ * A batch pointer kept after its release (a double release, a stale copy in
+ * the caller) is refused by release, release_on and batch_wait even once
+ * its slot holds a later batch, which stays held and unchanged.
+ */
+static void test_stale_batch_refused(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = random_items(40, 3, 5000);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *old, *b[2];
+	int fake_stream;
+
+	pm_stream_opts_init(&o);
+	o.slots = 2;
+	o.batch_items = 1;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_next(s, &old), 0);
+	assert_int_equal(pm_stream_release(s, old), 0);
+	for (int round = 0; round < 15; round++) {
+		uint64_t seq[2];
+
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(pm_stream_next(s, &b[i]), 0);
+			assert_non_null(b[i]);
+			seq[i] = b[i]->seq;
+		}
+		/* one of the two is in old's slot now */
+		assert_true(b[0]->slot == old->slot || b[1]->slot == old->slot);
+		assert_int_equal(pm_stream_release(s, old), -EINVAL);
+		assert_int_equal(pm_stream_release_on(s, old, &fake_stream), -EINVAL);
+		assert_int_equal(pm_stream_batch_wait(s, old, &fake_stream), -EINVAL);
+		usleep(1000);	/* a refilled slot would show now */
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(b[i]->seq, seq[i]);
+			check_batch(m, b[i]);
+		}
+		assert_int_equal(pm_stream_release(s, b[0]), 0);
+		assert_int_equal(pm_stream_release(s, b[0]), -EINVAL);	/* twice */
+		assert_int_equal(pm_stream_release(s, b[1]), 0);
+		old = b[round % 2];
+	}
+	finish(ctx, m, s);
+}
+
+/*
  * The hand-off modes on the host backend (the cuda path, with a consumer on
  * its own stream, is test_cuda_* below): every byte right in each mode, no
  * device buffers in HOST mode, release_on frees the slot, and a batch not
@@ -1866,6 +1912,7 @@ int main(void)
 		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_held_batch_untouched),
 		cmocka_unit_test(test_all_slots_held),
+		cmocka_unit_test(test_stale_batch_refused),
 		cmocka_unit_test(test_handoff_modes),
 		cmocka_unit_test(test_fork_after_create),
 		cmocka_unit_test(test_stats_stalls),
