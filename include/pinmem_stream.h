@@ -11,6 +11,8 @@
  *
  * offset and length are decimal or 0x-hex; crc32c is 8 hex digits (0x
  * optional).  A relative path is relative to the manifest's directory.  A
+ * relative path in the manifest itself (pm_manifest_add) is read in the
+ * working directory of pm_stream_create, whatever the program's is later.  A
  * backslash escapes the next character, so "a\ b" is the path "a b".  Empty
  * lines are ignored; a zero length, an offset + length that overflows, or any
  * other malformed line is an error naming the line number.

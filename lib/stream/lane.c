@@ -517,6 +517,7 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	rd->fd = fd;
 	rd->fixed_file = l->rd.files_registered;
 	rd->open_path = open ? s->m->paths[it->path_id] : NULL;
+	rd->open_dir = s->fs.cwd;
 	rd->open_err = 0;
 	rd->buf_index = l->buf_index[sl->b.slot];
 	rd->align = f->align;

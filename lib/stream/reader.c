@@ -145,7 +145,7 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
 	if (rd->open_path) {
 		sqe = io_uring_get_sqe(&r->ring);
 		/* a direct descriptor: no fd used, the read finds it by index once it is open */
-		io_uring_prep_openat_direct(sqe, AT_FDCWD, rd->open_path, O_RDONLY, 0,
+		io_uring_prep_openat_direct(sqe, rd->open_dir, rd->open_path, O_RDONLY, 0,
 					    (unsigned int)rd->fd);
 		sqe->flags |= IOSQE_IO_LINK | (r->cqe_skip ? IOSQE_CQE_SKIP_SUCCESS : 0);
 		io_uring_sqe_set_data(sqe, (char *)rd + OPEN_TAG);

@@ -19,6 +19,7 @@ struct pm_read {
 	int fd;			/* file descriptor, or registered index when fixed_file */
 	bool fixed_file;
 	const char *open_path;	/* open this path into table entry fd first (linked; fixed_file) */
+	int open_dir;		/* the directory a relative open_path is opened in */
 	int open_err;		/* -errno of that open when it failed */
 	int buf_index;		/* registered buffer, -1: plain read */
 	uint32_t align;		/* O_DIRECT alignment, 0 for buffered reads */

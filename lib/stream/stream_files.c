@@ -194,7 +194,7 @@ static int check_one(struct pm_stream_files *fs, uint32_t id, char *err, size_t 
 	struct statx stx;
 	int ret;
 
-	if (statx(AT_FDCWD, path, 0, STATX_TYPE | STATX_SIZE, &stx)) {
+	if (statx(fs->cwd, path, 0, STATX_TYPE | STATX_SIZE, &stx)) {
 		ret = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
 		return ret;
@@ -364,7 +364,16 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		fs->f[i].entry = -1;
 	}
 	fs->lazy = fs->n > EAGER_MAX || fs->n > nofile / 2;
+	fs->cwd = -1;
 	if (fs->lazy) {
+		fs->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fs->cwd < 0) {
+			ret = -errno;
+			snprintf(err, errlen,
+				 "cannot open the working directory, where relative paths are read: %s",
+				 strerror(-ret));
+			return ret;
+		}
 		/* the kernel refuses a table larger than RLIMIT_NOFILE */
 		fs->table = fs->n < TABLE_MAX ? fs->n : TABLE_MAX;
 		if (fs->table > nofile / 2)
@@ -433,6 +442,9 @@ void pm_sfiles_close(struct pm_stream_files *fs)
 	free(fs->f);
 	free(fs->align);
 	free(fs->entries);
+	if (fs->lazy && fs->cwd >= 0)
+		close(fs->cwd);
+	fs->cwd = -1;
 	fs->f = NULL;
 	fs->align = NULL;
 	fs->entries = NULL;

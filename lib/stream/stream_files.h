@@ -7,11 +7,13 @@
  * listing, else statx), and
  * each read opens its file into a sparse registered file table as a direct
  * descriptor (IORING_OP_OPENAT linked before the read), so no file
- * descriptor is used at all and the number open at once is the table's size.
+ * descriptor is used for them and the number open at once is the table's size.
  * A table entry is reused, least recently used first, once no read of its
  * file is in flight.  Lazily opened files are read buffered: placement in a
  * slot is planned before a file is opened, so its O_DIRECT alignment is
- * unknown.
+ * unknown.  A relative path is opened in the working directory of create,
+ * kept open (O_PATH), not in the one of the read: programs chdir after
+ * create (Hydra does).
  *
  * A stream with several reader lanes splits the table into one part per
  * lane (each ring has its own table of direct descriptors).  A file open in
@@ -67,6 +69,7 @@ struct pm_stream_files {
 	struct pm_sfile *f;
 	uint32_t *align;	/* per path: the alignment reads are placed with */
 	bool lazy;
+	int cwd;		/* lazy: the working directory at open, O_PATH; relative paths are opened in it */
 	uint32_t table;		/* lazy: entries of the registered table */
 	struct pm_fentry *entries;
 	struct pm_fpart parts[PM_SFILE_PARTS];

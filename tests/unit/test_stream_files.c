@@ -4,9 +4,9 @@
  * allows streams, every byte right, with files opened by the reads into a
  * bounded table of direct descriptors (no file descriptor used while
  * streaming); files that share a table entry, items split into chunks,
- * a file that vanished after create, and bad input at create (a FIFO,
- * O_DIRECT asked for, a missing file; types come from directory listings,
- * so a symbolic link is checked apart).
+ * a file that vanished after create, relative paths after a chdir, and bad
+ * input at create (a FIFO, O_DIRECT asked for, a missing file; types come
+ * from directory listings, so a symbolic link is checked apart).
  *
  * The open-files limit is lowered for each case (and restored), so a few
  * hundred files are "many".
@@ -271,6 +271,53 @@ static void test_vanished(void **state)
 	pm_close(ctx);
 }
 
+/*
+ * Relative paths are opened in the working directory of create: a program
+ * that changes directory afterwards (Hydra does) still reads its files.
+ */
+static void test_chdir_after_create(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m;
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char cwd[PATH_MAX];
+	uint64_t items = 0;
+	int ret;
+
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(dir), 0);
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (int i = 0; i < NF; i++)
+		assert_int_equal(pm_manifest_add(m, strrchr(paths[i], '/') + 1, 0, sizes[i],
+						 false, 0, NULL, 0), 0);
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 64 << 10;
+	nofile(40);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(chdir("/"), 0);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct pm_batch_item *it = &b->items[i];
+			int k = -1;
+
+			assert_int_equal(sscanf(pm_manifest_path(m, it->path_id), "s%d.bin", &k), 1);
+			assert_memory_equal((char *)b->host + it->slot_offset, data[k], it->length);
+			items++;
+		}
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	if (ret)
+		fail_msg("%d %s", ret, pm_stream_error(s));
+	assert_int_equal(items, NF);
+	pm_stream_destroy(s);
+	restore();
+	assert_int_equal(chdir(cwd), 0);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
 /* Checked at create all the same: a FIFO is refused, and O_DIRECT cannot be promised. */
 static void test_bad_at_create(void **state)
 {
@@ -361,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_chunks_share_entry),
 		cmocka_unit_test(test_lanes_share_table),
 		cmocka_unit_test(test_vanished),
+		cmocka_unit_test(test_chdir_after_create),
 		cmocka_unit_test(test_bad_at_create),
 		cmocka_unit_test(test_equal_steps),
 	};
