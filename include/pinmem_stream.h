@@ -327,7 +327,13 @@ PM_API int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
  * before this call.  One thread, last call.
  */
 PM_API void pm_stream_destroy(struct pm_stream *s);
-/* Next batch (COPIED: its copy completed; QUEUED: its copy queued): 0 with *batch set, 0 with *batch NULL at the end, -errno for a failed batch (pm_stream_error names the item), -EDEADLK when the consumer holds every slot.  One thread. */
+/*
+ * Next batch (COPIED: its copy completed; QUEUED: its copy queued): 0 with
+ * *batch set, 0 with *batch NULL at the end, -errno for a failed batch
+ * (pm_stream_error names the item), -EDEADLK when the consumer holds every
+ * slot.  One thread: -EBUSY for a second thread calling while another
+ * waits in it.
+ */
 PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
 /*
  * Give a batch's slot back to the ring now (host consumers); -EINVAL if not

@@ -135,6 +135,7 @@ struct pm_stream {
 	int reader_err;
 	uint32_t ahead;		/* batches started, not yet handed out */
 	uint32_t held;
+	bool in_next;		/* a thread is in pm_stream_next: a second one is refused */
 	uint64_t next_seq;
 	int sticky_err;
 	bool ended;

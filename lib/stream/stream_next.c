@@ -130,6 +130,13 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&s->lock);
+	if (s->in_next) {
+		snprintf(s->err, sizeof(s->err),
+			 "pm_stream_next called by a second thread while one waits in it: a stream has one consumer thread");
+		pthread_mutex_unlock(&s->lock);
+		return -EBUSY;
+	}
+	s->in_next = true;
 	for (;;) {
 		if (s->sticky_err) {
 			ret = s->sticky_err;
@@ -216,6 +223,7 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 		break;
 	}
 	s->consumer_wait_ns += now_ns() - t0;
+	s->in_next = false;
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

@@ -1468,6 +1468,10 @@ static void test_cuda_stub(void **state)
 		assert_int_equal(pthread_create(&t, NULL, next_on_thread, &nc), 0);
 		usleep(200000);
 		assert_false(__atomic_load_n(&nc.returned, __ATOMIC_ACQUIRE));
+		/* one consumer thread: a second caller is refused, not queued */
+		assert_int_equal(pm_stream_next(s, &b), -EBUSY);
+		assert_null(b);
+		assert_non_null(strstr(pm_stream_error(s), "one consumer thread"));
 		assert_int_equal(pm_stream_stats(s, &st), 0);
 		assert_int_equal(st.batches, 0);
 		assert_int_equal(st.copy_lat.max, 0);
