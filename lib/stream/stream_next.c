@@ -2,6 +2,7 @@
 /* Streams: the consumer (see stream_int.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +108,19 @@ static void slot_free(struct pm_stream *s, struct slot *sl)
 {
 	sl->state = SLOT_FREE;
 	pthread_cond_broadcast(&s->reader_cv);
+}
+
+/* A consumer call's failure sentence, under s->lock: the lanes write s->err too (copy_failed_late). */
+__attribute__((format(printf, 2, 3)))
+static void set_error(struct pm_stream *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&s->lock);
+	va_start(ap, fmt);
+	vsnprintf(s->err, sizeof(s->err), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* -ECHILD (sentence in pm_stream_error) in a process forked after the stream's context was opened. */
@@ -278,8 +292,8 @@ int pm_stream_batch_wait(struct pm_stream *s, struct pm_batch *batch, void *cuda
 	if (ev) {
 		ret = pm_event_stream_wait(s->ctx, cuda_stream, ev);
 		if (ret)
-			snprintf(s->err, sizeof(s->err), "batch %llu: %s",
-				 (unsigned long long)batch->seq, pm_ctx_last_error(s->ctx));
+			set_error(s, "batch %llu: %s", (unsigned long long)batch->seq,
+				  pm_ctx_last_error(s->ctx));
 	}
 	return ret;
 }
@@ -301,8 +315,8 @@ int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda
 	if (s->backend) {
 		ret = pm_event_record_on(s->ctx, cuda_stream, &ev);
 		if (ret) {
-			snprintf(s->err, sizeof(s->err), "batch %llu stays held: %s",
-				 (unsigned long long)batch->seq, pm_ctx_last_error(s->ctx));
+			set_error(s, "batch %llu stays held: %s", (unsigned long long)batch->seq,
+				  pm_ctx_last_error(s->ctx));
 			return ret;
 		}
 	}
