@@ -298,7 +298,7 @@ struct pm_stream_stats {
 	uint32_t slots;
 	uint64_t slot_bytes;
 	enum pm_pin_mode pin;	/* pin mode of the slot buffer */
-	uint64_t total_items;	/* items this rank will see over all epochs */
+	uint64_t total_items;	/* items this rank will see over all epochs, equal steps' repeats included (shuffled: epoch 0's count times epochs) */
 	uint64_t total_bytes;	/* their bytes (shuffled and sharded: epoch 0's share times epochs) */
 	int32_t numa_node;	/* NUMA node of the slots' first page, -1 when not placed */
 	int32_t gpu_numa_node;	/* the GPU's NUMA node, -1 when unknown or no GPU */

@@ -145,6 +145,7 @@ static int check_items_fit(struct pm_stream *s)
 	return 0;
 }
 
+/* What this rank will read: epoch 0's share (and its repeat, if any) times epochs. */
 static void totals(struct pm_stream *s)
 {
 	size_t per = s->plan.count;
@@ -225,7 +226,6 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		goto fail;
 	}
 	pm_plan_epoch(&s->plan, 0);
-	totals(s);
 	ret = plan_aligns(s);
 	if (!ret)
 		ret = size_slots(s);
@@ -239,6 +239,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for the plan's batches");
 		goto fail;
 	}
+	totals(s);	/* with the item equal steps may repeat */
 
 	s->nslots = s->o.slots;
 	bo.pin = s->o.pin;

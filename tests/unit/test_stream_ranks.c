@@ -135,7 +135,14 @@ static void ranks_agree(struct pm_ctx *ctx, struct pm_manifest *m, struct pm_str
 	struct rank_run first, rr;
 
 	for (uint32_t r = 0; r < o->world_size; r++) {
-		run_rank(ctx, m, o, r, r ? &rr : &first);
+		struct rank_run *cur = r ? &rr : &first;
+
+		run_rank(ctx, m, o, r, cur);
+		if (!o->shuffle) {
+			/* the totals count equal steps' repeated item too */
+			assert_int_equal(cur->total_items, cur->items);
+			assert_int_equal(cur->total_bytes, cur->bytes);
+		}
 		if (!r)
 			continue;
 		assert_int_equal(rr.slot_bytes, first.slot_bytes);
@@ -220,6 +227,27 @@ static void test_item_of_another_rank(void **state)
 }
 
 /*
+ * Five items, two ranks, a batch each: rank 1 repeats an item to make its
+ * third batch, and its stats' totals count it.
+ */
+static void test_totals_count_repeat(void **state)
+{
+	static const uint64_t size[] = { 4096 };
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = sized_items(5, size, 1);
+	struct pm_stream_opts o;
+
+	base_opts(&o);
+	o.world_size = 2;
+	o.batch_items = 1;
+	o.batch_bytes = 65536;
+	o.epochs = 2;
+	ranks_agree(ctx, m, &o);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/*
  * The packing does not depend on the process: a rank whose open-files
  * limit makes it open the files lazily (read buffered) packs like one that
  * reads them with O_DIRECT, with a fixed batch size and with batch_items.
@@ -269,6 +297,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_items_same_steps),
 		cmocka_unit_test(test_item_of_another_rank),
+		cmocka_unit_test(test_totals_count_repeat),
 		cmocka_unit_test(test_nofile_limit_same_steps),
 	};
 
