@@ -15,7 +15,8 @@
  * epoch, nothing exchanged), and a rank with fewer batches splits its
  * fullest batches in two until it has as many.  A rank with fewer items
  * than that (one item less, in EXACT sharding) repeats its first item, as
- * PAD does.
+ * PAD does; one with none (fewer items than ranks) reads the item PAD
+ * would give it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -159,7 +160,9 @@ static int equal_steps(struct pm_plan *p)
 			target = c;
 	}
 	if (p->count < target) {
-		p->order[p->count++] = p->order[0];	/* at most one short: see above */
+		/* at most one short (see above); a rank with none takes its padded item, as PAD */
+		p->order[p->count] = p->count ? p->order[0] : share_item(p, p->rank, 0);
+		p->count++;
 	}
 	for (size_t pos = 0, k; pos < p->count; pos += k) {
 		k = pack(p, p->rank, p->count, pos, p->align, p->slot_bytes, p->max_items, &span);

@@ -219,10 +219,11 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		ret = pm_ctx_error(ctx, ret, "no memory for the plan of %zu items", m->n);
 		goto fail;
 	}
-	if (!s->plan.order || !pm_plan_rank_count(m->n, s->o.rank, s->o.world_size,
-						  s->o.shard_pad)) {
-		ret = pm_ctx_error(ctx, -EINVAL, "rank %u of %u gets no items (%zu items)",
-				   s->o.rank, s->o.world_size, m->n);
+	/* rank 0 gets the most: with none, every rank refuses alike (EXACT gives the others a repeat) */
+	if (!pm_plan_rank_count(m->n, 0, s->o.world_size, s->o.shard_pad)) {
+		ret = pm_ctx_error(ctx, -EINVAL,
+				   "%zu items for %u ranks: PM_SHARD_DROP leaves every rank without items",
+				   m->n, s->o.world_size);
 		goto fail;
 	}
 	pm_plan_epoch(&s->plan, 0);

@@ -1214,9 +1214,10 @@ static void test_bad_opts(void **state)
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "a slot is at most 1 GiB"));
 	pm_stream_opts_init(&o);
 	o.world_size = 8;
-	o.rank = 6;		/* 5 items, 8 ranks: rank 6 gets nothing */
+	o.rank = 6;		/* 5 items, 8 ranks, tail dropped: nothing for anyone */
+	o.shard_pad = PM_SHARD_DROP;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
-	assert_non_null(strstr(pm_ctx_last_error(ctx), "rank 6 of 8 gets no items"));
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "5 items for 8 ranks: PM_SHARD_DROP"));
 	pm_stream_opts_init(&o);
 	o.order = (enum pm_order)9;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);

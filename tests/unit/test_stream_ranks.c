@@ -248,6 +248,50 @@ static void test_totals_count_repeat(void **state)
 }
 
 /*
+ * Fewer items than ranks: under EXACT a rank without an item of its own
+ * reads the one PAD would give it, so every rank has its batch each epoch
+ * (failing create on some ranks only would hang the others); under DROP
+ * every rank refuses alike.
+ */
+static void test_fewer_items_than_ranks(void **state)
+{
+	static const uint64_t sizes[] = { 4096, 70000, 9 };
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = sized_items(3, sizes, 3);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct rank_run rr;
+	char first[256] = "";
+
+	for (int bi = 0; bi < 2; bi++) {
+		base_opts(&o);
+		o.world_size = 5;
+		o.batch_items = bi;
+		o.epochs = 2;
+		o.shuffle = bi;
+		ranks_agree(ctx, m, &o);
+		for (uint32_t r = 0; r < 5; r++) {
+			run_rank(ctx, m, &o, r, &rr);
+			assert_int_equal(rr.items, 2);	/* one a epoch, its own or a repeat */
+			assert_int_equal(rr.batches[0], 1);
+		}
+	}
+	base_opts(&o);
+	o.world_size = 5;
+	o.shard_pad = PM_SHARD_DROP;
+	for (uint32_t r = 0; r < 5; r++) {
+		o.rank = r;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
+		if (!r)
+			snprintf(first, sizeof(first), "%s", pm_ctx_last_error(ctx));
+		assert_string_equal(pm_ctx_last_error(ctx), first);
+	}
+	assert_non_null(strstr(first, "3 items for 5 ranks"));
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/*
  * The packing does not depend on the process: a rank whose open-files
  * limit makes it open the files lazily (read buffered) packs like one that
  * reads them with O_DIRECT, with a fixed batch size and with batch_items.
@@ -298,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_batch_items_same_steps),
 		cmocka_unit_test(test_item_of_another_rank),
 		cmocka_unit_test(test_totals_count_repeat),
+		cmocka_unit_test(test_fewer_items_than_ranks),
 		cmocka_unit_test(test_nofile_limit_same_steps),
 	};
 
