@@ -172,9 +172,9 @@ enum pm_order {
  * its fullest ones, and under EXACT a rank with one item less than needed
  * repeats its first item of the epoch.  With fewer items than ranks, EXACT
  * gives a rank without an item of its own the one PAD would (a repeat),
- * and DROP fails create on every rank alike (-EINVAL).  The packing and the slot size are a
- * function of the manifest, the options and world_size only, the same on
- * every rank: with world_size > 1 items are packed as if every file were
+ * and DROP fails create on every rank alike (-EINVAL).  The packing and
+ * the slot size are a function of the manifest, the options and world_size
+ * only, the same on every rank: with world_size > 1 items are packed as if every file were
  * read with O_DIRECT alignment 4096 (as if buffered with PM_DIRECT_OFF),
  * whatever each node's file systems allow and whether its files are opened
  * lazily, and a file whose O_DIRECT alignment does not divide 4096 is read
