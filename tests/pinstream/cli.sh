@@ -123,6 +123,9 @@ expect 0 '"load_s":[0-9.]+,"create_s":[0-9.]+,' --manifest "$work/d/manifest.txt
 # the device asked for (by --device over LOCAL_RANK) is the one reported
 LOCAL_RANK=3 expect 0 '"device":2,' --manifest "$work/d/manifest.txt" --backend host --device 2 --json
 LOCAL_RANK=3 expect 0 '"device":3,' --manifest "$work/d/manifest.txt" --backend host --json
+# one GPU visible per process: it is device 0, whatever the rank
+LOCAL_RANK=3 CUDA_VISIBLE_DEVICES=GPU-5f3a expect 0 '"device":0,' --manifest "$work/d/manifest.txt" --backend host --json
+LOCAL_RANK=3 CUDA_VISIBLE_DEVICES=0,1,2,3 expect 0 '"device":3,' --manifest "$work/d/manifest.txt" --backend host --json
 expect 0 '"failed_batches":0' --manifest "$work/d/manifest.txt" --json --epochs 2 --shuffle --seed 5 --batch-items 3
 if command -v python3 >/dev/null; then
 	n=$((n + 1))

@@ -48,7 +48,8 @@ static const char usage_text[] =
 "  --direct auto|on|off  O_DIRECT where possible / always / never [auto]\n"
 "  --backend auto|cuda|host|none  copy backend [auto; none for --compare]\n"
 "  --pin auto|module|mlock|none   how slots are pinned [auto]\n"
-"  --device N            CUDA device, one process per GPU [$LOCAL_RANK, else 0]\n"
+"  --device N            CUDA device, one process per GPU [$LOCAL_RANK, else 0;\n"
+"                        0 when CUDA_VISIBLE_DEVICES names one]\n"
 "Order:\n"
 "  --epochs N            passes over the items [1]\n"
 "  --shuffle             new order every epoch, from --seed [off]\n"
@@ -383,7 +384,7 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	static const char *const order[] = { "in", "completed", NULL };
 	static const char *const onerr[] = { "stop", "skip", NULL };
 	bool world_set = false, device_set = false;
-	const char *local_rank;
+	const char *local_rank, *visible;
 	uint64_t v;
 	int c, ret = 0, x;
 
@@ -532,13 +533,15 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 	}
 	/* one process per GPU: torchrun and friends say which in LOCAL_RANK */
 	local_rank = getenv("LOCAL_RANK");
+	visible = getenv("CUDA_VISIBLE_DEVICES");
 	if (!device_set && local_rank && *local_rank) {
 		if (parse_u64(local_rank, &v) || v > 1023) {
 			ps_err("LOCAL_RANK='%s' is not a CUDA device number; pass --device N",
 			       local_rank);
 			return -EINVAL;
 		}
-		a->device = (uint32_t)v;
+		/* one GPU made visible to each process (Slurm, Kubernetes): device 0 */
+		a->device = visible && *visible && !strchr(visible, ',') ? 0 : (uint32_t)v;
 	}
 	if (world_set && a->so.rank >= a->so.world_size) {
 		ps_err("--rank %u must be below --world-size %u", a->so.rank,
