@@ -436,6 +436,8 @@ int pinmem_budget_errno(u32 reason)
 		return -PINMEM_ERR_REGIONS;
 	case PINMEM_REFUSED_CGROUP:
 		return -PINMEM_ERR_CGROUP;
+	case PINMEM_REFUSED_FOLIO_PINS:
+		return -PINMEM_ERR_FOLIO_PINS;
 	}
 	return -EFAULT;
 }

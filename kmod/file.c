@@ -216,7 +216,7 @@ static u32 pinmem_pin_reason(int err)
  * @length charged before pinning, to @r's cgroup; @f->lock is held.
  * Returns 0 with *@charged the bytes now charged for @r, or a
  * PINMEM_REFUSED_* reason with nothing but @length charged (a budget's
- * refusal is counted).
+ * refusal and too many pins of a large folio are counted).
  */
 static u32 pinmem_file_charge_folios(struct pinmem_file *f,
 				     struct pinmem_region *r, u64 length,
@@ -226,8 +226,14 @@ static u32 pinmem_file_charge_folios(struct pinmem_file *f,
 	u64 bytes, refuser;
 	s64 kmem, freed;
 	u32 reason;
+	int ret;
 
-	if (pinmem_folio_add(&f->folios, r, r->cg, &bytes, &kmem))
+	ret = pinmem_folio_add(&f->folios, r, r->cg, &bytes, &kmem);
+	if (ret == -ETOOMANYREFS) {
+		pinmem_budget_refuse(f, r->cg, PINMEM_REFUSED_FOLIO_PINS, 0);
+		return PINMEM_REFUSED_FOLIO_PINS;
+	}
+	if (ret)
 		return PINMEM_REFUSED_KMEM;
 	if (bytes > length) {
 		reason = pinmem_budget_charge(f, r->cg, bytes - length, false,
@@ -262,7 +268,9 @@ static u32 pinmem_file_charge_folios(struct pinmem_file *f,
  * Return: 0; -EPERM from another process than the owner; -EINVAL for zero,
  * unaligned or wrapping ranges; -EFAULT for ranges outside user space, holes,
  * pin faults or an unwritable @upin; -EACCES, -EOPNOTSUPP for mappings that
- * cannot be pinned; -EINTR on a fatal signal; -ENOMEM; a budget errno.
+ * cannot be pinned; -EINTR on a fatal signal; -ENOMEM; -ETOOMANYREFS when
+ * @f would hold more than PINMEM_FOLIO_MAX_PINS_PER_PAGE pins per page of a
+ * large folio; a budget errno.
  */
 int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		    struct pinmem_pin __user *upin)

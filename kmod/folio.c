@@ -10,6 +10,10 @@
  * io_uring charges a huge page once for all buffers of a ring
  * (headpage_already_acct()).  Base pages are charged one by one.
  *
+ * A file may hold at most PINMEM_FOLIO_MAX_PINS_PER_PAGE pins per page of a
+ * large folio (folio.h says why): a PIN that would pass that is refused
+ * with -ETOOMANYREFS and leaves the tree as it found it.
+ *
  * A folio is charged to the cgroup of the PIN that took it first, and
  * un-charged from that cgroup when the file lets go of it, whichever
  * region does: the folio keeps a reference to that cgroup's entry.
@@ -131,6 +135,9 @@ static int pinmem_folio_add_one(void *arg, unsigned long folio_pfn,
 		return 0;
 	}
 	ref = pinmem_folio_find(&w->fs->root, folio_pfn, &link, &parent);
+	if (ref && ref->pinned + n >
+		   (u64)PINMEM_FOLIO_MAX_PINS_PER_PAGE * folio_pages)
+		return -ETOOMANYREFS;
 	if (!ref) {
 		ref = kmem_cache_alloc(pinmem_folio_cache, GFP_KERNEL_ACCOUNT);
 		if (!ref)
@@ -240,7 +247,9 @@ void pinmem_folio_release(struct list_head *gone,
  *	the file held no pin in before
  * @kmem: out: kernel bytes allocated
  *
- * Return: 0, or -ENOMEM with @fs unchanged.
+ * Return: 0; -ENOMEM, or -ETOOMANYREFS when the file would hold more than
+ * PINMEM_FOLIO_MAX_PINS_PER_PAGE pins per page of a large folio, both with
+ * @fs unchanged.
  */
 int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
 		     struct pinmem_cg *cg, u64 *charge, s64 *kmem)

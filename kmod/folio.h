@@ -8,9 +8,33 @@
 #include <linux/rbtree.h>
 #include <linux/types.h>
 
+#include <uapi/pinmem.h>
+
 struct list_head;
 struct pinmem_cg;
 struct pinmem_region;
+
+/*
+ * How many pins one file may hold in a large folio, per page of the folio
+ * (pages pinned by several overlapping regions count once per region).
+ *
+ * Each page a FOLL_PIN pin takes of a large folio adds 1 to the folio's
+ * reference count, and a pin of a large folio the file already holds is
+ * charged nothing, so without a bound one charge would buy any number of
+ * references: a user pinning one 1 GiB hugetlb page (or a tmpfs THP) in
+ * many overlapping regions could drive the count towards 2^31, where GUP
+ * WARNs (a panic with panic_on_warn) and refuses every further pin of the
+ * folio, for everyone.  With the bound, a file holding pins in a folio of P
+ * pages is charged P pages and holds at most 16 * P of its references, so
+ * 2^31 references through pinmem take at least 2^31 / (16 * P) files
+ * charged P pages each: 2^27 pages, 512 GiB of 4 KiB pages charged to the
+ * budgets at once, whatever the folio's size.  The global budget (a share
+ * of RAM) refuses that long before, on any machine with less than 512 GiB
+ * it may pin.  16 leaves room for the overlapping regions a program really
+ * makes (a buffer pinned whole and in slices) while a refused PIN says
+ * ETOOMANYREFS.
+ */
+#define PINMEM_FOLIO_MAX_PINS_PER_PAGE	PINMEM_FOLIO_MAX_PINS
 
 /**
  * struct pinmem_folios - the large folios one file holds pins in

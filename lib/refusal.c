@@ -174,6 +174,10 @@ int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
 				    reason == PINMEM_REFUSED_REGIONS_FILE ? "file" : "user");
 	if (reason == PINMEM_REFUSED_CGROUP)
 		return refuse_cgroup(ctx, err, ask);
+	if (reason == PINMEM_REFUSED_FOLIO_PINS || (!reason && err == -PINMEM_ERR_FOLIO_PINS))
+		return pm_ctx_error(ctx, err,
+				    "pinning %s was refused: this context already holds %d pins of each page of a huge page in that range (overlapping pins); unpin some, or pin the buffer once",
+				    ask, PINMEM_FOLIO_MAX_PINS);
 	if (reason == PINMEM_REFUSED_KMEM)
 		return pm_ctx_error(ctx, err,
 				    "pinning %s through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)",

@@ -18,6 +18,13 @@
  * pinmem_pin.refused (PINMEM_REFUSED_*), so a caller tells "RLIMIT_MEMLOCK"
  * from "out of kernel memory" without racing the refusal counters.
  *
+ * A PIN that would make one file hold more than PINMEM_FOLIO_MAX_PINS (16)
+ * pins per page of a huge or large folio (overlapping regions of the same
+ * THP or hugetlb page) is refused with ETOOMANYREFS (PINMEM_ERR_FOLIO_PINS,
+ * reason PINMEM_REFUSED_FOLIO_PINS): each pinned page takes a reference on
+ * its folio, and a pin of a folio the file holds already is charged nothing,
+ * so those references need a bound of their own.
+ *
  * What is charged (ABI 1.1): every base page a PIN pins, and, for a page of
  * a huge or large folio (THP, hugetlb), the whole folio, once per open file
  * however many of its pages and regions the file pins: a pinned folio cannot
@@ -58,6 +65,10 @@
 #define PINMEM_ERR_RLIMIT	ENOMEM
 #define PINMEM_ERR_REGIONS	EMFILE
 #define PINMEM_ERR_CGROUP	EDQUOT
+#define PINMEM_ERR_FOLIO_PINS	ETOOMANYREFS
+
+/* Pins one file may hold per page of a large folio (PINMEM_ERR_FOLIO_PINS). */
+#define PINMEM_FOLIO_MAX_PINS	16
 
 /*
  * pinmem_pin.refused: why a PIN failed (ABI 1.1; 0 from older modules and
@@ -84,6 +95,10 @@
 						 * task's cgroup at PIN time or of
 						 * an ancestor (EDQUOT; ABI 1.2);
 						 * STATS refused_cgroup_id names it */
+#define PINMEM_REFUSED_FOLIO_PINS	13	/* the file would hold more than
+						 * PINMEM_FOLIO_MAX_PINS pins per
+						 * page of a large folio
+						 * (ETOOMANYREFS) */
 
 /* A limit that never refuses. */
 #define PINMEM_UNLIMITED	(~(__u64)0)
@@ -130,7 +145,9 @@ struct pinmem_version {
  * (file-backed or I/O mapping), EPERM (fd used by another process than its
  * opener), EMFILE (a region cap), EINTR (fatal signal while pinning), EAGAIN (the kernel kept
  * losing a race migrating the pages out of movable memory, e.g. while another
- * thread pins the same fresh pages; retry), a budget errno above.
+ * thread pins the same fresh pages; retry), ETOOMANYREFS (too many
+ * overlapping pins of one large folio, see PINMEM_ERR_FOLIO_PINS), a budget
+ * errno above.
  * Nothing stays pinned or charged on error.
  */
 struct pinmem_pin {

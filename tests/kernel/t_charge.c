@@ -5,7 +5,9 @@
  * cannot be split or freed, also after munmap), so it is charged the whole
  * page, once per file; STATS, the stats file and VmPin agree.  Bookkeeping is
  * small and counted (kmem_bytes), regions are capped per file and per user
- * (EMFILE), and every failed PIN says why in pinmem_pin.refused.
+ * (EMFILE), one file holds at most PINMEM_FOLIO_MAX_PINS pins per page of a
+ * huge page (ETOOMANYREFS), and every failed PIN says why in
+ * pinmem_pin.refused.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -235,6 +237,76 @@ static void test_region_caps(void)
 	munmap(buf, 32 * PG);
 }
 
+/*
+ * One file holds at most PINMEM_FOLIO_MAX_PINS pins per page of a large
+ * folio: overlapping PINs of one huge page are charged once, and each takes
+ * folio references, so the 17th whole-page PIN is ETOOMANYREFS with nothing
+ * pinned, charged or counted as pinned; other huge pages still pin.
+ */
+static void folio_pins(char *buf, const char *what)
+{
+	uint64_t h[PINMEM_FOLIO_MAX_PINS];
+	struct pinmem_stats before, after;
+	long long pinned = kt_foll_pinned();
+	struct pinmem_pin p;
+	int fd = kt_open(), i, ok = 1;
+
+	for (i = 0; i < PINMEM_FOLIO_MAX_PINS; i++) {
+		ok &= kt_pin(fd, buf, HP, &p) == 0;
+		ok &= p.charged_bytes == (i ? 0 : HP);
+		h[i] = p.handle;
+	}
+	kt_ok(ok, "%s: %d PINs of one huge page, charged once", what, PINMEM_FOLIO_MAX_PINS);
+	expect_charged(fd, HP, what);
+	kt_eq(kt_stats(fd, &before), 0, "%s: STATS", what);
+	kt_eq(kt_pin(fd, buf, HP, &p), -ETOOMANYREFS, "%s: PIN #%d of it is ETOOMANYREFS",
+	      what, PINMEM_FOLIO_MAX_PINS + 1);
+	kt_eq(p.refused, PINMEM_REFUSED_FOLIO_PINS, "%s: reason: folio pins", what);
+	kt_eq(kt_pin(fd, buf + HP - PG, 2 * PG, &p), -ETOOMANYREFS,
+	      "%s: a PIN of its last page and the next huge page too", what);
+	kt_eq(kt_stats(fd, &after), 0, "%s: STATS", what);
+	kt_eq(after.file.pinned_bytes, before.file.pinned_bytes, "%s: file charge unchanged", what);
+	kt_eq(after.user.pinned_bytes, before.user.pinned_bytes, "%s: user charge unchanged", what);
+	kt_eq(after.global.pinned_bytes, before.global.pinned_bytes, "%s: global charge unchanged", what);
+	kt_eq(after.mm_pinned_bytes, before.mm_pinned_bytes, "%s: VmPin unchanged", what);
+	kt_eq(after.file.regions, before.file.regions, "%s: regions unchanged", what);
+	kt_eq(after.file.pins, before.file.pins, "%s: pins unchanged", what);
+	kt_eq(after.file.kmem_bytes, before.file.kmem_bytes, "%s: kmem unchanged", what);
+	kt_eq(after.file.refused_fault, before.file.refused_fault + 2,
+	      "%s: both refusals counted", what);
+	kt_eq(kt_foll_pinned() - pinned, PINMEM_FOLIO_MAX_PINS * (HP / PG),
+	      "%s: FOLL_PIN holds only the %d regions", what, PINMEM_FOLIO_MAX_PINS);
+	kt_eq(kt_pin(fd, buf + HP, PG, &p), 0, "%s: the next huge page still pins", what);
+	kt_eq(p.charged_bytes, HP, "%s: and is charged whole", what);
+	kt_eq(kt_unpin(fd, p.handle), 0, "%s: UNPIN it", what);
+	kt_eq(kt_unpin(fd, h[0]), 0, "%s: UNPIN one of the %d", what, PINMEM_FOLIO_MAX_PINS);
+	kt_eq(kt_pin(fd, buf + PG, PG, &p), 0, "%s: room for one more page", what);
+	h[0] = p.handle;
+	for (i = 0; i < PINMEM_FOLIO_MAX_PINS; i++)
+		ok &= kt_unpin(fd, h[i]) == 0;
+	kt_ok(ok, "%s: UNPIN all", what);
+	expect_charged(fd, 0, what);
+	kt_eq(kt_foll_pinned(), pinned, "%s: FOLL_PIN back where it was", what);
+	close(fd);
+}
+
+static void test_folio_pins(void)
+{
+	char *buf = kt_map_thp(2);
+
+	folio_pins(buf, "THP");
+	munmap(buf, 2 * HP);
+	buf = mmap(NULL, 2 * HP, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (buf == MAP_FAILED) {
+		kt_skip("MAP_HUGETLB of 2 huge pages: %s", strerror(errno));
+		return;
+	}
+	memset(buf, 1, 2 * HP);
+	folio_pins(buf, "hugetlb");
+	munmap(buf, 2 * HP);
+}
+
 /* Every failure writes its reason; success writes 0. */
 static void test_reasons(void)
 {
@@ -278,6 +350,7 @@ int main(void)
 	test_thp_slice();
 	test_mixed();
 	test_hugetlb_slice();
+	test_folio_pins();
 	test_rlimit();
 	test_kmem();
 	test_region_caps();
