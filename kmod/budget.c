@@ -542,7 +542,6 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 		if (over) {
 			reason = PINMEM_REFUSED_CGROUP;
 			*refuser = over->id;
-			f->cg_refuser = over->id;	/* for the stats file */
 		}
 	}
 	if (!reason) {
@@ -616,6 +615,12 @@ void pinmem_budget_refuse(struct pinmem_file *f, struct pinmem_cg *cg,
 {
 	spin_lock(&pinmem_budget_lock);
 	pinmem_acct_all(f, pinmem_acct_refuse, reason);
+	/*
+	 * Named by the refusal the PIN ended with, not by a budget that
+	 * refused on the way (a PIN may still succeed through the fallback):
+	 * 0 when that refusal was not a cgroup's.
+	 */
+	f->cg_refuser = reason == PINMEM_REFUSED_CGROUP ? refuser : 0;
 	for (; reason == PINMEM_REFUSED_CGROUP && cg; cg = cg->parent)
 		if (cg->id == refuser)
 			cg->refused++;

@@ -70,9 +70,11 @@ struct pinmem_acct {
  *	locked_vm, the RLIMIT_MEMLOCK account io_uring, VFIO and iommufd use
  * @cg_id: id of the cgroup the last PIN was charged to (the opener's at
  *	open until then), 0 for the root cgroup; budget lock
- * @cg_refuser: id of the cgroup that refused the last refused PIN, for the
- *	stats file only (the refusal is counted with the id the refused PIN
- *	got back, as other threads may refuse meanwhile); budget lock
+ * @cg_refuser: id of the cgroup that refused the last refused PIN, 0 when
+ *	that PIN was refused by anything else (set by pinmem_budget_refuse()
+ *	from the reason the PIN gave up with), for STATS and the stats file
+ *	only (the refusal is counted with the id the refused PIN got back, as
+ *	other threads may refuse meanwhile); budget lock
  * @fallback_lock: held by a PIN that pins before it is charged (a range a
  *	budget refused that may lie in large folios the file holds) until its
  *	pages are charged or unpinned, so one such PIN at a time holds pins

@@ -235,6 +235,7 @@ static void test_hierarchy(int fd)
 static void test_pin_time(int fd)
 {
 	char *buf = kt_map(8 * PG, 1), *thp = kt_map_thp(1);
+	char *none = mmap(NULL, PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct pinmem_stats st = { 0 };
 	struct pinmem_pin p;
 	uint64_t h1, h2, t1;
@@ -254,6 +255,16 @@ static void test_pin_time(int fd)
 	kt_stats(pfd, &st);
 	kt_eq(st.refused_cgroup_id, cg_id("pmt/m"), "refused by pmt/m");
 	kt_eq(st.cgroup_id, cg_id("pmt/m"), "STATS cgroup_id: the cgroup of the last PIN");
+	/* refused_cgroup_id follows the last refusal: 0 when no cgroup's. */
+	kt_eq(kt_param_set("default_user_limit", 6 * PG), 0, "default_user_limit = 6 pages");
+	kt_eq(kt_pin(pfd, buf + 6 * PG, PG, &p), -EDQUOT, "one page more: EDQUOT");
+	kt_eq(p.refused, PINMEM_REFUSED_USER, "reason: the user budget, checked first");
+	kt_stats(pfd, &st);
+	kt_eq(st.refused_cgroup_id, 0, "refused by the user budget: refused_cgroup_id 0");
+	kt_limits_open();
+	kt_eq(kt_pin(pfd, buf + 6 * PG, PG, &p), -EDQUOT, "user limit open: pmt/m refuses again");
+	kt_stats(pfd, &st);
+	kt_eq(st.refused_cgroup_id, cg_id("pmt/m"), "refused_cgroup_id: pmt/m again");
 	kt_eq(cg_pinned(fd, "pmt/o"), 2 * PG, "pmt/o holds the 2 pages pinned there");
 	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m holds the 4 pages pinned there");
 	kt_eq(kt_unpin(pfd, h1), 0, "UNPIN, from pmt/m, the region pinned in pmt/o");
@@ -266,8 +277,14 @@ static void test_pin_time(int fd)
 	kt_eq(p.charged_bytes, HP, "the whole THP is charged");
 	kt_eq(cg_pinned(fd, "pmt/o"), HP, "to pmt/o");
 	kt_eq(cg_enter("pmt/m"), 0, "to pmt/m again (full)");
+	kt_eq(kt_pin(pfd, none, PG, NULL), -EACCES, "PIN of a PROT_NONE page: EACCES");
+	kt_stats(pfd, &st);
+	kt_eq(st.refused_cgroup_id, 0, "refused by no cgroup: refused_cgroup_id 0");
 	kt_eq(kt_pin(pfd, thp + PG, PG, &p), 0, "pmt/m: PIN another page of the same THP");
 	kt_eq(p.charged_bytes, 0, "nothing charged: the file holds the THP");
+	kt_stats(pfd, &st);
+	kt_eq(st.refused_cgroup_id, 0,
+	      "pmt/m refused it on the way, but it succeeded: refused_cgroup_id still 0");
 	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m still at its 4 pages");
 	kt_eq(kt_unpin(pfd, t1), 0, "UNPIN the THP page pinned in pmt/o");
 	kt_eq(cg_pinned(fd, "pmt/o"), HP, "pmt/o keeps the THP's charge while the file holds it");
@@ -282,6 +299,7 @@ static void test_pin_time(int fd)
 	cg_rmdir("pmt/m");
 	munmap(buf, 8 * PG);
 	munmap(thp, HP);
+	munmap(none, PG);
 }
 
 /*
