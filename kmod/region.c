@@ -324,10 +324,39 @@ static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
 	return ret;
 }
 #else
+/*
+ * Here the range checked by pinmem_region_check() is pinned without the
+ * mmap lock (pin_user_pages_fast(), about 3x faster than pinning each chunk
+ * under the lock), so a racing mmap(MAP_FIXED) may have put another mapping
+ * there since the check.  GUP refuses most of what pinmem must not pin
+ * (I/O and PFN mappings, read-only mappings, file pages that need
+ * writeback: -EFAULT), but not every file mapping without writeback
+ * (ramfs).  What matters is what ends up pinned, and that is checked page
+ * by page: every page must be anonymous, shmem (both swap-backed) or
+ * hugetlb, the memory the uapi allows; anything else is unpinned and
+ * refused with -EOPNOTSUPP, as the check would have.
+ */
+static bool pinmem_page_allowed(struct page *page)
+{
+	struct folio *folio = page_folio(page);
+
+	return folio_test_anon(folio) || folio_test_swapbacked(folio) ||
+	       folio_test_hugetlb(folio);
+}
+
 static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
 			     unsigned long n, struct page **pages)
 {
-	return pin_user_pages_fast(addr, n, FOLL_WRITE | FOLL_LONGTERM, pages);
+	long got, i;
+
+	got = pin_user_pages_fast(addr, n, FOLL_WRITE | FOLL_LONGTERM, pages);
+	for (i = 0; i < got; i++) {
+		if (!pinmem_page_allowed(pages[i])) {
+			unpin_user_pages(pages, got);
+			return -EOPNOTSUPP;
+		}
+	}
+	return got;
 }
 #endif /* PINMEM_PIN_LOCKED */
 
@@ -372,8 +401,9 @@ static long pinmem_pin_retry(struct mm_struct *mm, unsigned long addr,
  *
  * Return: 0; -EINTR on a fatal signal; -ENOMEM (bookkeeping); -EAGAIN when
  * pages could not be migrated for the pin; -EFAULT, -EACCES or
- * -EOPNOTSUPP when the mapping changed since pinmem_region_check() (-EFAULT
- * only, from GUP, on kernels that pin with pin_user_pages_fast());
+ * -EOPNOTSUPP when the mapping changed since pinmem_region_check() (on
+ * kernels that pin with pin_user_pages_fast(), -EFAULT from GUP or
+ * -EOPNOTSUPP from the check of the pinned pages);
  * -EOPNOTSUPP for hugetlb pages in ZONE_MOVABLE on kernels that cannot
  * migrate them for a long-term pin; an error of GUP (-EFAULT, -EHWPOISON,
  * ...).
