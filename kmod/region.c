@@ -450,6 +450,9 @@ int pinmem_region_pin(struct pinmem_region *r)
  * @fn: called for each stretch of pages inside one folio, in address order
  * @arg: passed to @fn
  *
+ * May sleep: reschedules between folios, so callers hold no spinlock (they
+ * hold pinmem_file.lock, a mutex).
+ *
  * Return: 0, or the first non-zero return of @fn.
  */
 int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
@@ -480,9 +483,10 @@ int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
 					return ret;
 				pfn += n;
 				left -= n;
+				/* A run may be 64 GiB of base pages. */
+				cond_resched();
 			}
 		}
-		cond_resched();
 	}
 	return 0;
 }
@@ -492,23 +496,31 @@ int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
  * @r: the region
  * @dirty: mark the pages dirty (a released region: the device or the
  *	process may have written them); false when rolling back a failed PIN
+ *
+ * May sleep: called with no lock held.
  */
 void pinmem_region_free(struct pinmem_region *r, bool dirty)
 {
 	struct pinmem_run_block *b, *tmp;
-	struct page *first;
-	unsigned long i;
+	unsigned long i, pfn, left, n;
 
 	list_for_each_entry_safe(b, tmp, &r->blocks, node) {
 		for (i = 0; i < b->nr; i++) {
-			first = pfn_to_page(pinmem_run_pfn(b->runs[i]));
-			unpin_user_page_range_dirty_lock(first,
-							 pinmem_run_pages(b->runs[i]),
-							 dirty);
+			pfn = pinmem_run_pfn(b->runs[i]);
+			/*
+			 * A run may be 64 GiB, and unpinning it dirty takes
+			 * each folio's lock: reschedule every chunk.
+			 */
+			for (left = pinmem_run_pages(b->runs[i]); left;
+			     left -= n, pfn += n) {
+				n = min_t(unsigned long, left, PINMEM_CHUNK);
+				unpin_user_page_range_dirty_lock(pfn_to_page(pfn),
+								 n, dirty);
+				cond_resched();
+			}
 		}
 		list_del(&b->node);
 		kfree(b);
-		cond_resched();
 	}
 	kfree(r);
 }
