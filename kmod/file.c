@@ -153,18 +153,19 @@ void pinmem_file_release(struct pinmem_file *f)
 	kfree(f);
 }
 
-/* Checks of PIN's range that need no mapping: -EINVAL or -EFAULT. */
-static int pinmem_pin_args(const struct pinmem_pin *pin)
+/*
+ * Checks of PIN's range that need no mapping: -EINVAL or -EFAULT.  @addr is
+ * the untagged pin->addr.
+ */
+static int pinmem_pin_args(const struct pinmem_pin *pin, u64 addr)
 {
 	u64 end;
 
-	if (!pin->length || !PAGE_ALIGNED(pin->addr) ||
-	    !PAGE_ALIGNED(pin->length))
+	if (!pin->length || !PAGE_ALIGNED(addr) || !PAGE_ALIGNED(pin->length))
 		return -EINVAL;
-	if (check_add_overflow(pin->addr, pin->length, &end))
+	if (check_add_overflow(addr, pin->length, &end))
 		return -EINVAL;
-	if (end > TASK_SIZE ||
-	    !access_ok(u64_to_user_ptr(pin->addr), pin->length))
+	if (end > TASK_SIZE || !access_ok(u64_to_user_ptr(addr), pin->length))
 		return -EFAULT;
 	return 0;
 }
@@ -280,6 +281,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	LIST_HEAD(gone);
 	u64 bytes, charged;	/* charged before the pin, after it */
 	u64 refuser;		/* the cgroup that refused, if one did */
+	u64 addr;
 	u32 handle, reason;
 	bool fallback = false;
 	int ret;
@@ -288,11 +290,18 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		ret = -EPERM;
 		goto err_reason;
 	}
-	ret = pinmem_pin_args(pin);
+	/*
+	 * A tagged pointer (arm64 TBI, x86 LAM) names the same memory.  GUP
+	 * untags by itself, but the VMA check (find_vma()) would look up the
+	 * tagged address and miss the mapping, so check, pin and record the
+	 * untagged one (also what REGIONS reports).
+	 */
+	addr = untagged_addr(pin->addr);
+	ret = pinmem_pin_args(pin, addr);
 	if (ret)
 		goto err_reason;
 	bytes = pin->length;
-	ret = pinmem_region_check(f->mm, pin->addr, pin->length);
+	ret = pinmem_region_check(f->mm, addr, pin->length);
 	if (ret) {
 		pinmem_budget_refuse(f, NULL, pinmem_pin_reason(ret), 0);
 		goto err_reason;
@@ -332,7 +341,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 					  pinmem_budget_errno(reason));
 	}
 
-	r = pinmem_region_alloc(pin->addr, pin->length >> PAGE_SHIFT);
+	r = pinmem_region_alloc(addr, pin->length >> PAGE_SHIFT);
 	if (!r) {
 		ret = -ENOMEM;
 		goto err_uncharge;
