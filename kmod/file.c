@@ -284,6 +284,7 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	u64 addr;
 	u32 handle, reason;
 	bool fallback = false;
+	void *old;
 	int ret;
 
 	if (!pinmem_file_is_owner(f)) {
@@ -351,7 +352,10 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	if (ret)
 		goto err_unpin;
 
-	mutex_lock(&f->lock);
+	if (mutex_lock_killable(&f->lock)) {
+		ret = -EINTR;
+		goto err_unpin;
+	}
 	reason = pinmem_file_charge_folios(f, r, bytes, &charged);
 	if (reason) {
 		mutex_unlock(&f->lock);
@@ -369,10 +373,16 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	}
 	if (fallback)	/* every page of @r is charged now */
 		mutex_unlock(&f->fallback_lock);
-	ret = xa_alloc_cyclic(&f->regions, &handle, r, XA_LIMIT(1, U32_MAX),
+	/*
+	 * Reserve the handle only: UNPIN and REGIONS do not see @r before
+	 * the result reached the caller, so the copy runs without f->lock
+	 * (a fault on @upin may sleep long) and a failed copy is undone.
+	 */
+	ret = xa_alloc_cyclic(&f->regions, &handle, NULL, XA_LIMIT(1, U32_MAX),
 			      &f->next_handle, GFP_KERNEL_ACCOUNT);
 	if (ret < 0)
 		goto err_forget;
+	mutex_unlock(&f->lock);
 	r->handle = handle;
 	pin->handle = handle;
 	pin->pages = r->npages;
@@ -380,8 +390,18 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	pin->huge_bytes = r->huge_bytes;
 	pin->charged_bytes = charged;
 	pin->refused = 0;
-	if (copy_to_user(upin, pin, sizeof(*pin))) {
-		ret = -EFAULT;
+	ret = copy_to_user(upin, pin, sizeof(*pin)) ? -EFAULT : 0;
+	/*
+	 * Not killable: @r is pinned and charged, and either undoing or
+	 * publishing it needs the lock.
+	 */
+	mutex_lock(&f->lock);
+	if (ret)
+		goto err_erase;
+	/* Fills the reserved slot: allocates nothing. */
+	old = xa_store(&f->regions, handle, r, GFP_KERNEL_ACCOUNT);
+	if (WARN_ON_ONCE(xa_is_err(old))) {
+		ret = xa_err(old);
 		goto err_erase;
 	}
 	/* Under f->lock, so no UNPIN releases it before it is counted. */
@@ -420,7 +440,8 @@ err_reason:
  * them while pinned.
  *
  * Return: 0; -EPERM for another process than the owner; -ENOENT when @f
- * holds no region @handle.
+ * holds no region @handle; -EINTR on a fatal signal while waiting for
+ * another PIN or UNPIN of @f.
  */
 int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
 {
@@ -432,7 +453,8 @@ int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
 		return -EPERM;
 	if (!handle || handle > U32_MAX)
 		return -ENOENT;
-	mutex_lock(&f->lock);
+	if (mutex_lock_killable(&f->lock))
+		return -EINTR;
 	r = xa_erase(&f->regions, handle);
 	if (r)
 		bytes = pinmem_file_forget_region(f, r, &gone);
@@ -448,13 +470,18 @@ int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
  * @f: the file
  * @arg: @arg->regions and @arg->capacity in; @arg->count and @arg->total out
  *
+ * The list is copied under @f->lock (one consistent snapshot, at most
+ * max_regions_per_file entries) and handed to the caller after, so a fault
+ * on the caller's array never holds up PIN and UNPIN.
+ *
  * Return: 0; -EPERM for another process than the owner (the addresses are
- * the owner's); -EFAULT when the array is not writable.
+ * the owner's); -EFAULT when the array is not writable; -EINTR on a fatal
+ * signal while waiting for a PIN or UNPIN of @f; -ENOMEM.
  */
 int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
 {
 	struct pinmem_region_info __user *uinfo = u64_to_user_ptr(arg->regions);
-	struct pinmem_region_info info;
+	struct pinmem_region_info *info = NULL, *i;
 	struct pinmem_region *r;
 	unsigned long handle;
 	u64 total = 0;
@@ -463,24 +490,34 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
 
 	if (!pinmem_file_is_owner(f))
 		return -EPERM;
-	mutex_lock(&f->lock);
-	xa_for_each(&f->regions, handle, r) {
+	if (mutex_lock_killable(&f->lock))
+		return -EINTR;
+	xa_for_each(&f->regions, handle, r)
 		total++;
-		if (count == arg->capacity || ret)
-			continue;
-		memset(&info, 0, sizeof(info));
-		info.handle = r->handle;
-		info.addr = r->addr;
-		info.length = pinmem_region_bytes(r);
-		info.pages = r->npages;
-		info.segments = r->segments;
-		info.huge_bytes = r->huge_bytes;
-		if (copy_to_user(&uinfo[count], &info, sizeof(info)))
-			ret = -EFAULT;
-		else
-			count++;
+	count = min_t(u64, total, arg->capacity);
+	if (count) {
+		info = kvcalloc(count, sizeof(*info), GFP_KERNEL_ACCOUNT);
+		if (!info) {
+			mutex_unlock(&f->lock);
+			return -ENOMEM;
+		}
+	}
+	i = info;
+	xa_for_each(&f->regions, handle, r) {
+		if (i == info + count)
+			break;
+		i->handle = r->handle;
+		i->addr = r->addr;
+		i->length = pinmem_region_bytes(r);
+		i->pages = r->npages;
+		i->segments = r->segments;
+		i->huge_bytes = r->huge_bytes;
+		i++;
 	}
 	mutex_unlock(&f->lock);
+	if (count && copy_to_user(uinfo, info, count * sizeof(*info)))
+		ret = -EFAULT;
+	kvfree(info);
 	arg->count = count;
 	arg->total = total;
 	return ret;

@@ -173,7 +173,8 @@ struct pinmem_pin {
  * @reserved: must be zero
  *
  * Errors: ENOENT (no such region in this file), EPERM (not the file's owner
- * process), EINVAL.
+ * process), EINVAL, EINTR (fatal signal while another PIN or UNPIN of the
+ * file held it).
  */
 struct pinmem_unpin {
 	__u64 handle;
@@ -212,7 +213,8 @@ struct pinmem_region_info {
  * @total: regions the file holds (out)
  * @reserved: must be zero on input
  *
- * Errors: EPERM (not the file's owner process), EFAULT, EINVAL.
+ * Errors: EPERM (not the file's owner process), EFAULT, EINVAL, ENOMEM,
+ * EINTR (fatal signal while another PIN or UNPIN of the file held it).
  */
 struct pinmem_regions {
 	__u64 regions;

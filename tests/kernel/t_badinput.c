@@ -103,6 +103,50 @@ static int pin_field(int which)
 	return kt_ioctl(fd, PINMEM_IOC_PIN, &p);
 }
 
+/*
+ * PIN whose struct the module can read but not write back: the pin is done
+ * and charged before the copy out fails, and must be undone completely.
+ */
+static int pin_readonly_arg(void)
+{
+	struct pinmem_pin *p = mmap(NULL, PG, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int ret;
+
+	if (p == MAP_FAILED)
+		kt_bail("mmap");
+	memset(p, 0, sizeof(*p));
+	p->addr = (uintptr_t)buf + 8 * PG;
+	p->length = 2 * PG;
+	if (mprotect(p, PG, PROT_READ))
+		kt_bail("mprotect");
+	ret = kt_ioctl(fd, PINMEM_IOC_PIN, p);
+	munmap(p, PG);
+	return ret;
+}
+
+/* As CASE(), but the peaks may rise: the pages were charged for a moment. */
+static void pin_readonly_result(void)
+{
+	const char *what = "PIN whose result cannot be written back";
+	struct state b, a;
+
+	take(&b);
+	kt_eq(pin_readonly_arg(), -EFAULT, "%s: EFAULT", what);
+	take(&a);
+	kt_ok(a.st.global.pinned_bytes == b.st.global.pinned_bytes &&
+	      a.st.user.pinned_bytes == b.st.user.pinned_bytes &&
+	      a.st.file.pinned_bytes == b.st.file.pinned_bytes &&
+	      a.st.mm_pinned_bytes == b.st.mm_pinned_bytes &&
+	      a.st.file.regions == b.st.file.regions && a.st.file.pins == b.st.file.pins &&
+	      a.st.file.unpins == b.st.file.unpins &&
+	      a.st.file.kmem_bytes == b.st.file.kmem_bytes &&
+	      a.st.file.refused_fault == b.st.file.refused_fault + 1 &&
+	      a.regions == b.regions && a.vmpin == b.vmpin &&
+	      foll_pin_outstanding() == outstanding,
+	      "%s: nothing pinned, charged or listed; counted as refused_fault", what);
+}
+
 static void bad_pin(void)
 {
 	uintptr_t b = (uintptr_t)buf;
@@ -182,6 +226,7 @@ static void bad_pin(void)
 	close(rfd);
 
 	CASE(EFAULT, "PIN with NULL argument", kt_ioctl(fd, PINMEM_IOC_PIN, NULL));
+	pin_readonly_result();
 	CASE(EFAULT, "PIN with kernel argument pointer",
 	     kt_ioctl(fd, PINMEM_IOC_PIN, (void *)0xffff888000000000ULL));
 }
