@@ -405,9 +405,33 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 	return 0;
 }
 
+/**
+ * pinmem_cg_ns_root_id() - the cgroup the caller's cgroup namespace shows
+ *	as its root
+ *
+ * Return: its id; 0 for the root cgroup (the initial namespace: every entry
+ * is below it); U64_MAX when it cannot be found (nothing is below it).
+ */
+u64 pinmem_cg_ns_root_id(void)
+{
+	struct cgroup *cgrp = cgroup_get_from_path("/");
+	u64 id;
+
+	if (IS_ERR(cgrp))
+		return U64_MAX;
+	id = cgroup_parent(cgrp) ? cgroup_id(cgrp) : 0;
+	cgroup_put(cgrp);
+	return id;
+}
+
 #else
 void pinmem_cg_prune(void)
 {
+}
+
+u64 pinmem_cg_ns_root_id(void)
+{
+	return 0;
 }
 
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
@@ -434,6 +458,23 @@ void pinmem_cg_exit(void)
 #endif
 		kfree(cg);
 	}
+}
+
+/**
+ * pinmem_cg_inside() - is @cg the cgroup @root or below it?
+ * @cg: an entry; the budget lock is held, so its parents stay
+ * @root: from pinmem_cg_ns_root_id()
+ *
+ * Return: true when @root is 0 or @cg or one of its ancestors is @root.
+ */
+bool pinmem_cg_inside(const struct pinmem_cg *cg, u64 root)
+{
+	if (!root)
+		return true;
+	for (; cg; cg = cg->parent)
+		if (cg->id == root)
+			return true;
+	return false;
 }
 
 /**

@@ -52,6 +52,8 @@ struct pinmem_cg *pinmem_cg_refuser(struct pinmem_cg *cg, u64 bytes);
 void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes);
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg);
 void pinmem_cg_prune(void);
+u64 pinmem_cg_ns_root_id(void);
+bool pinmem_cg_inside(const struct pinmem_cg *cg, u64 root);
 void pinmem_cg_exit(void);
 void pinmem_cg_for_each(void (*fn)(const struct pinmem_cg *cg, void *arg),
 			void *arg);

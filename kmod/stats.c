@@ -28,9 +28,11 @@
  *        mm_pinned_bytes N kmem_bytes N                 (one line per open file)
  *
  * Privacy: a reader whose file was opened without CAP_SYS_ADMIN sees the
- * global line and every user's line, but process lines only of its own uid;
- * processes outside the pid namespace of the proc mount read are never
- * listed.  hidden_processes counts the process lines left out.
+ * global line and every user's line, but process lines only of its own uid,
+ * and cgroup lines only of the cgroups its cgroup namespace shows (its root
+ * and below; all of them in the initial namespace); processes outside the
+ * pid namespace of the proc mount read are never listed.  hidden_processes
+ * counts the process lines left out.
  *
  * The file is printed from a copy (users, then open files) taken in one pass
  * each with the locks held only while copying, so readers cost O(users +
@@ -174,27 +176,44 @@ static int pinmem_show_processes(struct seq_file *m)
  * @rows: the copies
  * @cap: entries @rows holds
  * @n: entries seen; more than @cap when @rows was too small
+ * @all: the reader sees every entry
+ * @root: else only entries at or below this cgroup (pinmem_cg_inside())
  */
 struct pinmem_cg_snap {
 	struct pinmem_cg *rows;
 	size_t cap;
 	size_t n;
+	bool all;
+	u64 root;
 };
 
 static void pinmem_cg_copy(const struct pinmem_cg *cg, void *arg)
 {
 	struct pinmem_cg_snap *s = arg;
 
+	if (!s->all && !pinmem_cg_inside(cg, s->root))
+		return;
 	if (s->n < s->cap)
 		s->rows[s->n] = *cg;
 	s->n++;
 }
 
+/*
+ * Cgroup lines: a privileged reader sees every cgroup, any other reader the
+ * cgroups of its cgroup namespace (all of them in the initial one): names
+ * and use of cgroups outside it are not its business, as /proc/PID/cgroup
+ * hides them.
+ */
 static int pinmem_show_cgroups(struct seq_file *m)
 {
-	struct pinmem_cg_snap s = { NULL, 0, 0 };
+	struct pinmem_cg_snap s = {
+		.all = file_ns_capable(m->file, &init_user_ns, CAP_SYS_ADMIN),
+	};
 	const struct pinmem_cg *cg;
 	size_t i;
+
+	if (!s.all)
+		s.root = pinmem_cg_ns_root_id();
 
 	pinmem_cg_prune();	/* no row for the limit of a removed cgroup */
 	for (;;) {

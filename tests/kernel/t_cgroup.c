@@ -344,8 +344,22 @@ static void test_removed(int fd)
 }
 
 struct ns_ids {
-	uint64_t ns, x;
+	uint64_t ns, x, a;
 };
+
+/* The stats file, read without CAP_SYS_ADMIN in the namespace of pmt/ns. */
+static int ns_stats_reader(void *arg)
+{
+	const struct ns_ids *id = arg;
+	uint64_t v;
+
+	kt_eq(kt_statfile("cgroup", id->x, "pinned_bytes", &v), 0,
+	      "unprivileged reader in the namespace: the line of pmt/ns/x");
+	kt_eq(v, 2 * PG, "pmt/ns/x: 2 pages");
+	kt_eq(kt_statfile("cgroup", id->a, "limit_bytes", &v), -ENOENT,
+	      "no line of pmt/a, outside the namespace");
+	return 0;
+}
 
 /* In a cgroup namespace rooted at pmt/ns: paths are relative to it. */
 static int in_cgroup_ns(void *arg)
@@ -355,6 +369,7 @@ static int in_cgroup_ns(void *arg)
 	struct pinmem_cgroup g;
 	struct pinmem_stats st = { 0 };
 	struct pinmem_pin p;
+	uint64_t v;
 	FILE *f;
 	int fd;
 
@@ -377,6 +392,10 @@ static int in_cgroup_ns(void *arg)
 	kt_eq(kt_pin(fd, buf + 2 * PG, PG, &p), -EDQUOT, "x: one page more is EDQUOT");
 	kt_stats(fd, &st);
 	kt_eq(st.refused_cgroup_id, id->x, "refused by pmt/ns/x");
+	kt_eq(kt_statfile("cgroup", id->a, "limit_bytes", &v), 0,
+	      "CAP_SYS_ADMIN reader in the namespace: every cgroup line (pmt/a)");
+	kt_eq(kt_run_as(0, ALL_CAPS & ~KT_CAP(CAP_SYS_ADMIN), ns_stats_reader, (void *)id), 0,
+	      "unprivileged reader ran");
 	kt_eq(cg_ioctl(fd, "x", 0, 0, &g), 0, "GET x");
 	kt_eq(g.pinned_bytes, 2 * PG, "x holds 2 pages");
 	kt_eq(cg_ioctl(fd, "x", PINMEM_CGROUP_CLEAR, 0, NULL), 0, "CLEAR x");
@@ -387,12 +406,18 @@ static int in_cgroup_ns(void *arg)
 static void test_cgroup_ns(void)
 {
 	struct ns_ids id;
+	int fd = kt_open();
 
 	cg_mkdir("pmt/ns");
 	cg_mkdir("pmt/ns/x");
 	id.ns = cg_id("pmt/ns");
 	id.x = cg_id("pmt/ns/x");
+	id.a = cg_id("pmt/a");
+	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET, 64 * PG, NULL), 0,
+	      "SET pmt/a, outside the namespace, so it has a line");
 	kt_eq(kt_run_as(0, ALL_CAPS, in_cgroup_ns, &id), 0, "cgroup namespace case ran");
+	cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_CLEAR, 0, NULL);
+	close(fd);
 	cg_rmdir("pmt/ns/x");
 	kt_eq(cg_rmdir("pmt/ns"), 0, "cgroup namespace: cgroups removed");
 }
