@@ -18,9 +18,9 @@
  * pinmem_pin.refused (PINMEM_REFUSED_*), so a caller tells "RLIMIT_MEMLOCK"
  * from "out of kernel memory" without racing the refusal counters.
  *
- * A PIN that would make one file hold more than PINMEM_FOLIO_MAX_PINS (16)
- * pins per page of a huge or large folio (overlapping regions of the same
- * THP or hugetlb page) is refused with ETOOMANYREFS (PINMEM_ERR_FOLIO_PINS,
+ * From ABI 1.3, a PIN that would make one file hold more than
+ * PINMEM_FOLIO_MAX_PINS (16) pins per page of a huge or large folio
+ * (overlapping regions of the same THP or hugetlb page) is refused with ETOOMANYREFS (PINMEM_ERR_FOLIO_PINS,
  * reason PINMEM_REFUSED_FOLIO_PINS): each pinned page takes a reference on
  * its folio, and a pin of a folio the file holds already is charged nothing,
  * so those references need a bound of their own.
@@ -54,7 +54,7 @@
 #include <linux/ioctl.h>
 
 #define PINMEM_ABI_MAJOR	1
-#define PINMEM_ABI_MINOR	2
+#define PINMEM_ABI_MINOR	3
 
 #define PINMEM_DEVICE		"/dev/pinmem"
 #define PINMEM_STATS_PATH	"/proc/driver/pinmem/stats"
@@ -98,7 +98,7 @@
 #define PINMEM_REFUSED_FOLIO_PINS	13	/* the file would hold more than
 						 * PINMEM_FOLIO_MAX_PINS pins per
 						 * page of a large folio
-						 * (ETOOMANYREFS) */
+						 * (ETOOMANYREFS; ABI 1.3) */
 
 /* A limit that never refuses. */
 #define PINMEM_UNLIMITED	(~(__u64)0)
