@@ -341,7 +341,8 @@ PM_API int pm_stream_next(struct pm_stream *s, struct pm_batch **batch);
  * Give a batch's slot back to the ring now (host consumers); -EINVAL if not
  * a batch held by the consumer.  Each hand-over gives a pointer of its own,
  * so a batch released already is refused (never the later batch in its
- * slot), until its slot was handed over 3 more times.  One thread.
+ * slot) for the next 3 hand-overs of its slot; from the 4th it names that
+ * slot's new batch.  One thread.
  */
 PM_API int pm_stream_release(struct pm_stream *s, struct pm_batch *batch);
 /*

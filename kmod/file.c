@@ -270,7 +270,7 @@ static u32 pinmem_file_charge_folios(struct pinmem_file *f,
  * unaligned or wrapping ranges; -EFAULT for ranges outside user space, holes,
  * pin faults or an unwritable @upin; -EACCES, -EOPNOTSUPP for mappings that
  * cannot be pinned; -EINTR on a fatal signal; -ENOMEM; -ETOOMANYREFS when
- * @f would hold more than PINMEM_FOLIO_MAX_PINS_PER_PAGE pins per page of a
+ * @f would hold more than PINMEM_FOLIO_MAX_PINS pins per page of a
  * large folio; a budget errno.
  */
 int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
@@ -455,9 +455,15 @@ int pinmem_file_unpin(struct pinmem_file *f, u64 handle)
 		return -ENOENT;
 	if (mutex_lock_killable(&f->lock))
 		return -EINTR;
-	r = xa_erase(&f->regions, handle);
-	if (r)
+	/*
+	 * A PIN copying its result out holds a reserved handle (no region
+	 * yet): erasing it would make that PIN allocate again to publish.
+	 */
+	r = xa_load(&f->regions, handle);
+	if (r) {
+		xa_erase(&f->regions, handle);
 		bytes = pinmem_file_forget_region(f, r, &gone);
+	}
 	mutex_unlock(&f->lock);
 	if (!r)
 		return -ENOENT;

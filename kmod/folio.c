@@ -10,7 +10,7 @@
  * io_uring charges a huge page once for all buffers of a ring
  * (headpage_already_acct()).  Base pages are charged one by one.
  *
- * A file may hold at most PINMEM_FOLIO_MAX_PINS_PER_PAGE pins per page of a
+ * A file may hold at most PINMEM_FOLIO_MAX_PINS pins per page of a
  * large folio (folio.h says why): a PIN that would pass that is refused
  * with -ETOOMANYREFS and leaves the tree as it found it.
  *
@@ -136,7 +136,7 @@ static int pinmem_folio_add_one(void *arg, unsigned long folio_pfn,
 	}
 	ref = pinmem_folio_find(&w->fs->root, folio_pfn, &link, &parent);
 	if (ref && ref->pinned + n >
-		   (u64)PINMEM_FOLIO_MAX_PINS_PER_PAGE * folio_pages)
+		   (u64)PINMEM_FOLIO_MAX_PINS * folio_pages)
 		return -ETOOMANYREFS;
 	if (!ref) {
 		ref = kmem_cache_alloc(pinmem_folio_cache, GFP_KERNEL_ACCOUNT);
@@ -248,7 +248,7 @@ void pinmem_folio_release(struct list_head *gone,
  * @kmem: out: kernel bytes allocated
  *
  * Return: 0; -ENOMEM, or -ETOOMANYREFS when the file would hold more than
- * PINMEM_FOLIO_MAX_PINS_PER_PAGE pins per page of a large folio, both with
+ * PINMEM_FOLIO_MAX_PINS pins per page of a large folio, both with
  * @fs unchanged.
  */
 int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,

@@ -15,8 +15,9 @@ struct pinmem_cg;
 struct pinmem_region;
 
 /*
- * How many pins one file may hold in a large folio, per page of the folio
- * (pages pinned by several overlapping regions count once per region).
+ * PINMEM_FOLIO_MAX_PINS (uapi/pinmem.h): how many pins one file may hold in
+ * a large folio, per page of the folio (pages pinned by several
+ * overlapping regions count once per region).
  *
  * Each page a FOLL_PIN pin takes of a large folio adds 1 to the folio's
  * reference count, and a pin of a large folio the file already holds is
@@ -34,7 +35,6 @@ struct pinmem_region;
  * makes (a buffer pinned whole and in slices) while a refused PIN says
  * ETOOMANYREFS.
  */
-#define PINMEM_FOLIO_MAX_PINS_PER_PAGE	PINMEM_FOLIO_MAX_PINS
 
 /**
  * struct pinmem_folios - the large folios one file holds pins in

@@ -106,7 +106,9 @@ static long pinmem_ioc_unpin(struct pinmem_file *f, void __user *uarg)
  * @uarg: struct pinmem_regions; flags, pad and reserved must be zero
  *
  * Return: 0 with count and total filled in; -EFAULT when the struct or the
- * first min(capacity, total) array entries are not writable; -EINVAL.
+ * first min(capacity, total) array entries are not writable; -EINVAL;
+ * -ENOMEM for the snapshot; -EINTR on a fatal signal while waiting for the
+ * file's lock.
  */
 static long pinmem_ioc_regions(struct pinmem_file *f, void __user *uarg)
 {

@@ -185,15 +185,15 @@ static int cuda_register(struct pm_backend *be, void *ptr, size_t len)
 static int cuda_unregister(struct pm_backend *be, void *ptr)
 {
 	struct cuda_be *c = cb(be);
-	int r = guard_enter(c);
+	int r = guard_enter(c), r2;
 
 	if (r)
 		return r;
 	r = check(c, c->rt.StreamSynchronize(c->stream), "cudaStreamSynchronize");
-	if (!r)
-		r = check(c, c->rt.HostUnregister(ptr), "cudaHostUnregister");
+	/* unregistered whatever the stream says: the caller unpins it next */
+	r2 = check(c, c->rt.HostUnregister(ptr), "cudaHostUnregister");
 	guard_exit(c);
-	return r;
+	return r ? r : r2;
 }
 
 static int cuda_dev_alloc(struct pm_backend *be, size_t len, void **devp)

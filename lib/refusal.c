@@ -176,7 +176,7 @@ int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
 		return refuse_cgroup(ctx, err, ask);
 	if (reason == PINMEM_REFUSED_FOLIO_PINS || (!reason && err == -PINMEM_ERR_FOLIO_PINS))
 		return pm_ctx_error(ctx, err,
-				    "pinning %s was refused: this context already holds %d pins of each page of a huge page in that range (overlapping pins); unpin some, or pin the buffer once",
+				    "pinning %s was refused: this context already holds %d times as many page pins as a huge page in that range has pages (overlapping pins); unpin some, or pin the buffer once",
 				    ask, PINMEM_FOLIO_MAX_PINS);
 	if (reason == PINMEM_REFUSED_KMEM)
 		return pm_ctx_error(ctx, err,

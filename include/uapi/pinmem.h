@@ -19,8 +19,9 @@
  * from "out of kernel memory" without racing the refusal counters.
  *
  * From ABI 1.3, a PIN that would make one file hold more than
- * PINMEM_FOLIO_MAX_PINS (16) pins per page of a huge or large folio
- * (overlapping regions of the same THP or hugetlb page) is refused with ETOOMANYREFS (PINMEM_ERR_FOLIO_PINS,
+ * PINMEM_FOLIO_MAX_PINS (16) pins per page of a huge or large folio, counted
+ * over the whole folio (16 times its pages; overlapping regions of the same
+ * THP or hugetlb page) is refused with ETOOMANYREFS (PINMEM_ERR_FOLIO_PINS,
  * reason PINMEM_REFUSED_FOLIO_PINS): each pinned page takes a reference on
  * its folio, and a pin of a folio the file holds already is charged nothing,
  * so those references need a bound of their own.

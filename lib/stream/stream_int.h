@@ -60,7 +60,7 @@ struct lane;
 struct slot {
 	struct pm_batch b;
 	struct pm_batch out[SLOT_OUTS];	/* what the consumer got, out[(outs - 1) % SLOT_OUTS] last */
-	uint32_t outs;		/* hand-overs so far */
+	uint64_t outs;		/* hand-overs so far (never wraps) */
 	struct pm_batch_item *items;
 	struct pm_place *place;
 	uint32_t cap;

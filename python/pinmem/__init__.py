@@ -11,13 +11,14 @@ write batches straight into pinned memory.
 """
 from ._pinmem import (BudgetError, Buffer, Context, Error, Manifest,  # noqa: F401
                       crc32c, module_stats)
+from ._device import default_cuda_device
 from .stream import Stream  # noqa: F401
 
 __all__ = ["open", "Context", "Buffer", "Manifest", "Stream", "Error",
            "BudgetError", "crc32c", "module_stats"]
 
 
-def open(*, module="auto", backend="auto", device=None, cuda_device=-1,
+def open(*, module="auto", backend="auto", device=None, cuda_device=None,
          cuda_library=None):
     """Open a libpinmem context.
 
@@ -25,11 +26,13 @@ def open(*, module="auto", backend="auto", device=None, cuda_device=-1,
     "require" (raise pinmem.Error without a usable module) or "off".
     backend: "auto" (cuda when built and a GPU exists, else host), "cuda",
     "host" or "none".  device: the pinmem device node (default /dev/pinmem).
-    cuda_device: the GPU copies go to and buffers are registered with; -1
-    (default) is the calling thread's current one, so a rank that called
-    torch.cuda.set_device(LOCAL_RANK) gets its own GPU (ctx.info() says which).
-    ctx.info() says what was obtained; a refused pin raises
-    pinmem.BudgetError carrying the library's sentence.
+    cuda_device: the GPU copies go to and buffers are registered with; by
+    default this rank's: torch's current device once set, else $LOCAL_RANK
+    when several GPUs are visible, else the calling thread's current one
+    (-1, the runtime's).  ctx.info() says what was obtained; a refused pin
+    raises pinmem.BudgetError carrying the library's sentence.
     """
+    if cuda_device is None:
+        cuda_device = default_cuda_device()
     return Context(module=module, backend=backend, device=device,
                    cuda_device=cuda_device, cuda_library=cuda_library)

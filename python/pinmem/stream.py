@@ -3,6 +3,7 @@
 import os
 
 from . import _pinmem
+from ._device import default_cuda_device
 
 __all__ = ["Stream"]
 
@@ -21,17 +22,16 @@ def _dist_default(name, env, fn):
 
 def _device(device):
     """(backend, cuda_device, views_on_device) for a device argument."""
-    # -1: the calling thread's current GPU (torch.cuda.set_device's), as torch's "cuda"
     if device is None:
         # Slots registered with CUDA when there is a GPU; the consumer copies.
-        return "auto", -1, False
+        return "auto", default_cuda_device(), False
     if isinstance(device, int):
         return "cuda", device, True
     s = str(device)
     if s == "host":
         return "host", 0, True      # copies into ordinary memory: the pipeline without a GPU
     if s == "cuda":
-        return "cuda", -1, True
+        return "cuda", default_cuda_device(), True
     if s.startswith("cuda:"):
         return "cuda", int(s[5:]), True
     raise ValueError("pinmem.Stream: device must be None, 'host', 'cuda', 'cuda:N' or an int, not %r" % (device,))

@@ -70,6 +70,7 @@ from torch.utils.data import (BatchSampler, IterableDataset, RandomSampler,
                               SequentialSampler)
 
 from . import _pinmem
+from ._device import default_cuda_device
 from ._collate import (SlotTooSmallError, SlotWriter, _Overflow, collate_into,
                        materialize, nbytes_needed, place)
 
@@ -441,9 +442,7 @@ class DataLoader:
         """The GPU the ring is registered on: this rank's, not GPU 0 in every rank."""
         if self._ring_device is not None:
             return self._ring_device.index
-        if torch.cuda.is_initialized():
-            return torch.cuda.current_device()
-        return -1       # the library asks the runtime: this thread's current device
+        return default_cuda_device()
 
     def _current_iter(self):
         it = self._iter

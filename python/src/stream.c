@@ -21,21 +21,30 @@ static const char *const handoff_names[] = { "copied", "queued", "host", NULL };
 static void stream_destroy(PmStream *self)
 {
 	struct pm_stream *s = self->s;
+	PmContext *ctx = self->ctx;
+	PmManifest *manifest = self->manifest;
 
-	/* Detached first: the destroy joins the readers and waits for the copies. */
+	/*
+	 * Detached first, all of it: the destroy joins the readers and waits for
+	 * the copies without the GIL, and a close() from another thread meanwhile
+	 * must find nothing left to destroy (not the context and manifest the
+	 * destroy still uses).
+	 */
 	self->s = NULL;
+	self->ctx = NULL;
+	self->manifest = NULL;
 	if (s && self->pid == getpid()) {
 		Py_BEGIN_ALLOW_THREADS
 		pm_stream_destroy(s);
 		Py_END_ALLOW_THREADS
 	}
-	if (self->ctx) {
-		pmpy_ctx_unuse(self->ctx);
-		Py_CLEAR(self->ctx);
+	if (ctx) {
+		pmpy_ctx_unuse(ctx);
+		Py_DECREF(ctx);
 	}
-	if (self->manifest) {
-		self->manifest->streams--;
-		Py_CLEAR(self->manifest);
+	if (manifest) {
+		manifest->streams--;
+		Py_DECREF(manifest);
 	}
 }
 
@@ -469,7 +478,7 @@ static PyObject *batch_item(PmBatch *self, PyObject *args, PyObject *kw)
 	Py_ssize_t i;
 	int dev = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|p", kwlist, &i, &dev))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|p", kwlist, &i, &dev) || batch_live(self))
 		return NULL;
 	if (i < 0 || (size_t)i >= self->b->nitems)
 		return PyErr_Format(PyExc_IndexError, "pinmem: batch item %zd out of range", i);
@@ -488,9 +497,12 @@ static PyObject *batch_dev(PmBatch *self, void *unused)
 
 static PyObject *batch_items(PmBatch *self, void *unused)
 {
-	PyObject *l = PyList_New(self->b->nitems);
+	PyObject *l;
 	uint32_t i;
 
+	if (batch_live(self))
+		return NULL;	/* the slot's item array may have been reallocated since */
+	l = PyList_New(self->b->nitems);
 	for (i = 0; l && i < self->b->nitems; i++) {
 		const struct pm_batch_item *it = &self->b->items[i];
 		PyObject *t = Py_BuildValue("(KIKKK)", (unsigned long long)it->index, it->path_id,

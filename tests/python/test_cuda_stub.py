@@ -144,3 +144,31 @@ def test_dlpack_stream_values(stub, data_files):
                 b.views[0].__dlpack__(stream=0)
     stub.cudastub_complete()
     ctx.close()
+
+
+def test_second_close_while_the_first_tears_down(stub, data_files, monkeypatch):
+    """Two threads close one stream: the first tears it down without the GIL and waits
+    for its copies (held here); the second finds nothing left to destroy and returns,
+    leaving the context to the first (it used to release the context the teardown
+    still used, and closing it waited on the same copies)."""
+    import threading
+    monkeypatch.setenv("PINMEM_CUDART", STUB)
+    s = pinmem.Stream(data_files, batch_items=2, device="cuda:1", handoff="queued",
+                      module=MODULE_MODE)
+    it = iter(s)
+    next(it).release()
+    stub.cudastub_hold(2)                        # copies and waits on them block
+    first = threading.Thread(target=s.close)
+    first.start()
+    first.join(0.5)
+    assert first.is_alive()                      # tearing down, waiting for the copies
+    second = threading.Thread(target=s.close)
+    second.start()
+    second.join(5)
+    second_returned, first_waiting = not second.is_alive(), first.is_alive()
+    stub.cudastub_hold(0)
+    first.join(30)
+    second.join(30)
+    assert not second.is_alive() and not first.is_alive()
+    assert second_returned and first_waiting     # the second close did not wait for it
+    assert stub.cudastub_count(b"retained1") == 0

@@ -443,6 +443,19 @@ def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
     t.join()
     assert got == {"batches": 2, "ring": torch.device("cuda", 3), "ctx": 3}
     assert lib.cudastub_count(b"retained0") == 0
+    # a torchrun rank that has not made its GPU current: LOCAL_RANK names it ...
+    monkeypatch.setenv("LOCAL_RANK", "6")
+    loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
+    assert len([b for b in loader]) == 2
+    assert loader._ring.device == torch.device("cuda", 6)
+    loader.close()
+    # ... unless the process sees one GPU (Slurm, Kubernetes): that one, device 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5f3a")
+    loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
+    assert len([b for b in loader]) == 2
+    assert loader._ring.device == torch.device("cuda", 0)
+    loader.close()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     fake_cuda(monkeypatch, current=5)
     loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
     assert len([b for b in loader]) == 2

@@ -101,6 +101,10 @@ def test_release_semantics(data_files):
         v.__dlpack__()
     with pytest.raises(ValueError, match="released"):
         b.views
+    with pytest.raises(ValueError, match="released"):
+        b.items                              # the slot's item list is reused
+    with pytest.raises(ValueError, match="released"):
+        b.item(0)
     b.release()                              # twice is fine
     # The array made before the release still maps the slot; the ring rewrites
     # it with later batches (what "must not be read" means): it shows the last
@@ -337,3 +341,4 @@ def test_close_from_another_thread_while_next_waits(tmp_path):
             next(it)
     del s, it
     assert pinned_bytes() == base, outcomes
+

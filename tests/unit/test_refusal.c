@@ -129,7 +129,7 @@ static void reason_names_budget(void **state)
 	assert_int_equal(pm_refuse_module(ctx, -ETOOMANYREFS, 2 * MiB, NULL, PINMEM_REFUSED_FOLIO_PINS),
 			 -ETOOMANYREFS);
 	assert_string_equal(pm_ctx_last_error(ctx),
-			    "pinning 2.0 MiB was refused: this context already holds 16 pins of each page of a huge page in that range (overlapping pins); unpin some, or pin the buffer once");
+			    "pinning 2.0 MiB was refused: this context already holds 16 times as many page pins as a huge page in that range has pages (overlapping pins); unpin some, or pin the buffer once");
 	/* A reason that is no budget: the errno, even if it looks like one. */
 	pm_refuse_module(ctx, -ENOMEM, 4096, NULL, PINMEM_REFUSED_MAPPING);
 	assert_string_equal(pm_ctx_last_error(ctx),
