@@ -158,12 +158,12 @@ static void drop_cache(struct cmp *c)
 /*
  * KiB of free memory this guest reported to its host since boot
  * (virtio-balloon free page reporting), 0 when it reports none.  The host
- * drops what is reported, and the guest refaults it on reuse: blocks of
- * pageblock order (2 MiB) freed by dropping the page cache come back slow
- * to whoever allocates them next, which is any reader that fills the page
- * cache with 2 MiB folios.  On the VM this was measured on, that made cold
- * rounds of (b) and (c) bimodal; with reporting off (page_reporting_order
- * above the largest order) they were not.
+ * drops what is reported, and the guest refaults it on its first touch: on
+ * the VM this was measured on, memory freed by dropping the page cache was
+ * reported within about a second and refaulted at about 1 s per GiB, so a
+ * cold row was slow whenever its page cache landed on reported memory,
+ * which depends on the row before it and on timing.  With reporting off
+ * (page_reporting_order above the largest order) cold rows were steady.
  */
 static uint64_t free_page_reporting(void)
 {
@@ -557,7 +557,7 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 	printf("every row ran %u round%s (cold rounds, then warm rounds; a rotated order each round, reversed every other round): GB/s and CPU s/GB are medians, 'range' the rounds' GB/s\n",
 	       c->rounds, c->rounds == 1 ? "" : "s");
 	if (c->reported_kib)
-		printf("note: this VM gives free memory back to its host (free page reporting: %llu MiB during the cold rounds): 2 MiB blocks freed by dropping the page cache are refaulted on reuse, so cold rounds of readers that fill the page cache with 2 MiB folios ((b), (c)) can be several times slower\n",
+		printf("note: this VM gives free memory back to its host (free page reporting: %llu MiB during the cold rounds): memory it reported is refaulted from the host on first use, so a cold round whose page cache lands there (more likely after (d), which leaves none to drop) can be several times slower\n",
 		       (unsigned long long)(c->reported_kib >> 10));
 	printf("%-30s %-5s %7s %13s %9s %9s %9s %7s  %s\n", "mode", "cache", "GB/s",
 	       "range", "CPU s/GB", "GB/s/best", "CPU/best", "cached", "note");
