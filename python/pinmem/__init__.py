@@ -11,7 +11,7 @@ write batches straight into pinned memory.
 """
 from ._pinmem import (BudgetError, Buffer, Context, Error, Manifest,  # noqa: F401
                       crc32c, module_stats)
-from ._device import default_cuda_device
+from ._device import default_cuda_device as _default_cuda_device
 from .stream import Stream  # noqa: F401
 
 __all__ = ["open", "Context", "Buffer", "Manifest", "Stream", "Error",
@@ -33,6 +33,6 @@ def open(*, module="auto", backend="auto", device=None, cuda_device=None,
     raises pinmem.BudgetError carrying the library's sentence.
     """
     if cuda_device is None:
-        cuda_device = default_cuda_device()
+        cuda_device = _default_cuda_device()
     return Context(module=module, backend=backend, device=device,
                    cuda_device=cuda_device, cuda_library=cuda_library)

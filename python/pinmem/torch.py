@@ -310,9 +310,10 @@ class DataLoader:
     saying what to pass (oversize="raise": SlotTooSmallError instead).
     slots: ring slots (default num_workers * prefetch_factor + 2).  ctx: a
     pinmem.Context (default: one opened with module=module, the CUDA
-    backend with a device, the automatic one without, on the current CUDA
-    device: torch's when CUDA is initialised, else the runtime's for this thread).  pin: "auto" (module, else
-    mlock), "module", "mlock".  pin_memory is accepted for compatibility:
+    backend with a device, the automatic one without, on this rank's GPU as
+    pinmem.open picks it: torch's current device once set, else $LOCAL_RANK
+    when several GPUs are visible, else this thread's current one).  pin:
+    "auto" (module, else mlock), "module", "mlock".  pin_memory is accepted for compatibility:
     the ring is always pinned; pin_memory_device="cuda:N" registers it on
     GPU N.  Workers are forked (they inherit the ring's mapping), so
     multiprocessing_context may only be None or "fork".  Batches always come
