@@ -155,9 +155,9 @@ def test_second_close_while_the_first_tears_down(stub, data_files, monkeypatch):
     monkeypatch.setenv("PINMEM_CUDART", STUB)
     s = pinmem.Stream(data_files, batch_items=2, device="cuda:1", handoff="queued",
                       module=MODULE_MODE)
+    stub.cudastub_hold(2)                        # copies, and waits on them, block
     it = iter(s)
-    next(it).release()
-    stub.cudastub_hold(2)                        # copies and waits on them block
+    next(it).release()                           # handed over with its copy queued
     first = threading.Thread(target=s.close)
     first.start()
     first.join(0.5)
