@@ -176,14 +176,12 @@ static int pinmem_show_processes(struct seq_file *m)
  * @rows: the copies
  * @cap: entries @rows holds
  * @n: entries seen; more than @cap when @rows was too small
- * @all: the reader sees every entry
- * @root: else only entries at or below this cgroup (pinmem_cg_inside())
+ * @root: only entries at or below this cgroup (pinmem_cg_inside(); 0: all)
  */
 struct pinmem_cg_snap {
 	struct pinmem_cg *rows;
 	size_t cap;
 	size_t n;
-	bool all;
 	u64 root;
 };
 
@@ -191,7 +189,7 @@ static void pinmem_cg_copy(const struct pinmem_cg *cg, void *arg)
 {
 	struct pinmem_cg_snap *s = arg;
 
-	if (!s->all && !pinmem_cg_inside(cg, s->root))
+	if (!pinmem_cg_inside(cg, s->root))
 		return;
 	if (s->n < s->cap)
 		s->rows[s->n] = *cg;
@@ -207,13 +205,11 @@ static void pinmem_cg_copy(const struct pinmem_cg *cg, void *arg)
 static int pinmem_show_cgroups(struct seq_file *m)
 {
 	struct pinmem_cg_snap s = {
-		.all = file_ns_capable(m->file, &init_user_ns, CAP_SYS_ADMIN),
+		.root = file_ns_capable(m->file, &init_user_ns, CAP_SYS_ADMIN) ?
+			0 : pinmem_cg_ns_root_id(),
 	};
 	const struct pinmem_cg *cg;
 	size_t i;
-
-	if (!s.all)
-		s.root = pinmem_cg_ns_root_id();
 
 	pinmem_cg_prune();	/* no row for the limit of a removed cgroup */
 	for (;;) {

@@ -59,10 +59,9 @@ struct CUstream_st {
 	unsigned int flags;
 	int dev;
 	int per_thread;		/* cudaStreamPerThread of thread 'owner' */
-	struct op *running;	/* the op the worker runs outside the lock */
+	struct op *running;	/* the op the worker runs outside the lock, or NULL */
 	pthread_t owner;
 	struct op *head, **tail;
-	int busy;		/* the worker runs an op outside the lock */
 	int stop;
 	pthread_t thread;
 };
@@ -260,7 +259,6 @@ static void *worker(void *arg)
 		s->head = o->next;
 		if (!s->head)
 			s->tail = &s->head;
-		s->busy = 1;
 		s->running = o;
 		if (o->kind == OP_COPY || o->kind == OP_KERNEL) {
 			pthread_mutex_unlock(&st.lock);
@@ -273,7 +271,6 @@ static void *worker(void *arg)
 		} else if (o->kind == OP_RECORD && o->ev->done < o->seq) {
 			o->ev->done = o->seq;
 		}
-		s->busy = 0;
 		s->running = NULL;
 		free(o);
 		pthread_cond_broadcast(&st.cv);
@@ -373,7 +370,7 @@ static cudaError_t queue(struct CUstream_st *s, struct op *o)
 
 static int idle(struct CUstream_st *s)
 {
-	return !s->head && !s->busy;
+	return !s->head && !s->running;
 }
 
 static int all_idle(void)

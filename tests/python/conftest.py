@@ -6,6 +6,7 @@ contexts are opened with module="require" and pinned bytes are read from
 the module's STATS ioctl; otherwise the library falls back to
 mlock and VmLck counts them.
 """
+import ctypes
 import gc
 import os
 import re
@@ -16,6 +17,19 @@ import pinmem
 
 MODULE = os.environ.get("PINMEM_TEST_MODULE") == "1"
 MODULE_MODE = "require" if MODULE else "auto"
+
+# The test-only CUDA runtime stand-in (tests/cuda_stub), built by `make python-check`
+# when the toolkit's headers are there.
+CUDA_STUB = os.environ.get("PINMEM_CUDA_STUB", "")
+needs_cuda_stub = pytest.mark.skipif(not os.path.exists(CUDA_STUB),
+                                     reason="no CUDA stand-in ($PINMEM_CUDA_STUB)")
+
+
+def cuda_stub(devices):
+    """The stand-in libpinmem loads (the same handle it dlopens), reset to `devices` GPUs."""
+    lib = ctypes.CDLL(CUDA_STUB)
+    lib.cudastub_reset(devices, 0)
+    return lib
 
 
 def status_kb(field):

@@ -3,15 +3,13 @@
 (tests/cuda_stub, $PINMEM_CUDA_STUB, built by `make python-check` when the
 toolkit's headers are there): what the library is asked to do on which stream."""
 import ctypes
-import os
 
 import pytest
 
 import pinmem
-from conftest import MODULE_MODE
+from conftest import CUDA_STUB as STUB, MODULE_MODE, cuda_stub, needs_cuda_stub
 
-STUB = os.environ.get("PINMEM_CUDA_STUB", "")
-pytestmark = pytest.mark.skipif(not os.path.exists(STUB), reason="no CUDA stand-in ($PINMEM_CUDA_STUB)")
+pytestmark = needs_cuda_stub
 
 
 class Call(ctypes.Structure):
@@ -22,8 +20,7 @@ class Call(ctypes.Structure):
 
 @pytest.fixture
 def stub():
-    lib = ctypes.CDLL(STUB)             # the same handle libpinmem dlopens
-    lib.cudastub_reset(2, 0)
+    lib = cuda_stub(2)
     lib.cudastub_log_at.restype = ctypes.POINTER(Call)
     return lib
 

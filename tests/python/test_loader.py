@@ -15,7 +15,8 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import Dataset  # noqa: E402
 
 import pinmem.torch as pt  # noqa: E402
-from conftest import MODULE_MODE, pinned_bytes  # noqa: E402
+from conftest import (CUDA_STUB as STUB, MODULE_MODE, cuda_stub,  # noqa: E402
+                      needs_cuda_stub, pinned_bytes)
 
 
 class Images(Dataset):
@@ -348,18 +349,6 @@ def test_leaving_a_loop_or_dropping_the_loader_frees_without_the_cyclic_gc():
         assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
 
 
-STUB = os.environ.get("PINMEM_CUDA_STUB", "")
-needs_stub = pytest.mark.skipif(not os.path.exists(STUB), reason="no CUDA stand-in ($PINMEM_CUDA_STUB)")
-
-
-def stub_runtime(devices):
-    """The CUDA stand-in libpinmem loads (the same handle), reset to `devices` GPUs."""
-    import ctypes
-    lib = ctypes.CDLL(STUB)
-    lib.cudastub_reset(devices, 0)
-    return lib
-
-
 class FakeEvent:
     """torch.cuda.Event on a CPU-only torch: completes only when synchronized; remembers
     the device of the stream it was recorded on."""
@@ -396,12 +385,12 @@ def fake_cuda(monkeypatch, current=0):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
 
 
-@needs_stub
+@needs_cuda_stub
 def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
     """x.cuda(non_blocking=True) then dropping x: the slot is not rewritten before the
     copy queued on the ring's GPU's current stream ran (an event recorded there when the
     tensors went), also when this thread's current device is another GPU."""
-    stub_runtime(4)
+    cuda_stub(4)
     fake_cuda(monkeypatch, current=0)
     ctx = pt._pinmem.Context(module=MODULE_MODE, backend="cuda", cuda_library=STUB, cuda_device=3)
     loader = pt.DataLoader(Images(n=24), batch_size=4, slots=2, ctx=ctx)
@@ -421,13 +410,13 @@ def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
     ctx.close()
 
 
-@needs_stub
+@needs_cuda_stub
 def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
     """Rank 3 of a node: the ring goes to the GPU its thread made current (as
     torch.cuda.set_device does), or to torch's current device once CUDA is
     initialised; never a context on GPU 0."""
     import threading
-    lib = stub_runtime(8)
+    lib = cuda_stub(8)
     monkeypatch.setenv("PINMEM_CUDART", STUB)
     got = {}
 
