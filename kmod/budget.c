@@ -42,23 +42,26 @@
 
 /**
  * struct pinmem_user - per-user budget entry
- * @node: entry in pinmem_users, sorted by @uid
- * @uid: the user
+ * @node: entry in pinmem_users, by @uid
+ * @uid: the user (pinmem_budget_current_user())
  * @refs: open files charging this user
  * @overridden: @limit applies instead of the default user limit
  * @limit: the per-uid override
  * @acct: counters
+ * @tail_lock: held by the one PIN of this user that pins a page before it
+ *	is charged (kmod/file.c, pinmem_file_reserve()); not the budget lock
  *
- * Lives while a file holds it or an override is set.  All fields are guarded
- * by pinmem_budget_lock.
+ * Lives while a file holds it or an override is set.  All fields but
+ * @tail_lock are guarded by pinmem_budget_lock.
  */
 struct pinmem_user {
-	struct list_head node;
+	struct rb_node node;
 	kuid_t uid;
 	unsigned int refs;
 	bool overridden;
 	u64 limit;
 	struct pinmem_acct acct;
+	struct mutex tail_lock;
 };
 
 /**
@@ -72,7 +75,7 @@ struct pinmem_limit_param {
 };
 
 static DEFINE_SPINLOCK(pinmem_budget_lock);
-static LIST_HEAD(pinmem_users);
+static struct rb_root pinmem_users = RB_ROOT;
 static struct pinmem_acct pinmem_global;
 static struct pinmem_limit_param pinmem_global_limit;
 static struct pinmem_limit_param pinmem_default_user_limit;
@@ -255,38 +258,98 @@ void pinmem_budget_exit(void)
 {
 	struct pinmem_user *u, *tmp;
 
-	list_for_each_entry_safe(u, tmp, &pinmem_users, node) {
+	rbtree_postorder_for_each_entry_safe(u, tmp, &pinmem_users, node) {
 		WARN_ON_ONCE(u->refs || u->acct.pinned_bytes);
-		list_del(&u->node);
+		mutex_destroy(&u->tail_lock);
 		kfree(u);
 	}
+	pinmem_users = RB_ROOT;
 }
 
-/* Caller holds pinmem_budget_lock. */
+/**
+ * pinmem_budget_current_user() - the user the caller's PINs are charged to
+ *
+ * The real user behind the caller's user-namespace chain, as mlock's
+ * ucounts see it at the top: the caller's uid in the initial namespace, or
+ * the owner of the outermost namespace above it (the user who made a
+ * rootless container; root for containers root made).  A user who maps
+ * subordinate uids in a namespace of their own thus stays one user, with
+ * one budget and one region cap, however many uids it maps.
+ *
+ * Return: the kuid.
+ */
+kuid_t pinmem_budget_current_user(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+	kuid_t uid = current_uid();
+
+	for (; ns != &init_user_ns; ns = ns->parent)
+		uid = ns->owner;
+	return uid;
+}
+
+/*
+ * The entry of @uid, or NULL; with @after, the first entry above @uid.
+ * Caller holds pinmem_budget_lock.  O(log users).
+ */
+static struct pinmem_user *pinmem_user_search(kuid_t uid, bool after)
+{
+	struct rb_node *n = pinmem_users.rb_node;
+	struct pinmem_user *u, *above = NULL;
+
+	while (n) {
+		u = rb_entry(n, struct pinmem_user, node);
+		if (uid_gt(u->uid, uid)) {
+			above = u;
+			n = n->rb_left;
+		} else if (uid_lt(u->uid, uid)) {
+			n = n->rb_right;
+		} else if (after) {
+			n = n->rb_right;
+		} else {
+			return u;
+		}
+	}
+	return after ? above : NULL;
+}
+
 static struct pinmem_user *pinmem_user_find(kuid_t uid)
 {
-	struct pinmem_user *u;
-
-	list_for_each_entry(u, &pinmem_users, node) {
-		if (uid_eq(u->uid, uid))
-			return u;
-		if (uid_gt(u->uid, uid))
-			break;
-	}
-	return NULL;
+	return pinmem_user_search(uid, false);
 }
 
 /* Caller holds pinmem_budget_lock and knows @uid has no entry yet. */
 static void pinmem_user_insert(struct pinmem_user *new, kuid_t uid)
 {
+	struct rb_node **p = &pinmem_users.rb_node, *parent = NULL;
 	struct pinmem_user *u;
 
 	new->uid = uid;
-	list_for_each_entry(u, &pinmem_users, node) {
-		if (uid_gt(u->uid, uid))
-			break;
+	while (*p) {
+		parent = *p;
+		u = rb_entry(parent, struct pinmem_user, node);
+		p = uid_gt(u->uid, uid) ? &parent->rb_left : &parent->rb_right;
 	}
-	list_add_tail(&new->node, &u->node);
+	rb_link_node(&new->node, parent, p);
+	rb_insert_color(&new->node, &pinmem_users);
+}
+
+/* A zeroed entry, not in the table yet; NULL when out of memory. */
+static struct pinmem_user *pinmem_user_alloc(void)
+{
+	struct pinmem_user *u = kzalloc(sizeof(*u), GFP_KERNEL);
+
+	if (u)
+		mutex_init(&u->tail_lock);
+	return u;
+}
+
+static void pinmem_user_free(struct pinmem_user *u)
+{
+	if (!u)
+		return;
+	mutex_destroy(&u->tail_lock);
+	kfree(u);
 }
 
 /* Find @uid's entry or insert @*spare for it; the spare is consumed if used. */
@@ -308,7 +371,7 @@ static struct pinmem_user *pinmem_user_unlink_unused(struct pinmem_user *u)
 {
 	if (u->refs || u->overridden)
 		return NULL;
-	list_del(&u->node);
+	rb_erase(&u->node, &pinmem_users);
 	return u;
 }
 
@@ -322,14 +385,14 @@ struct pinmem_user *pinmem_user_get(kuid_t uid)
 {
 	struct pinmem_user *spare, *u;
 
-	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+	spare = pinmem_user_alloc();
 	if (!spare)
 		return NULL;
 	spin_lock(&pinmem_budget_lock);
 	u = pinmem_user_lookup(uid, &spare);
 	u->refs++;
 	spin_unlock(&pinmem_budget_lock);
-	kfree(spare);
+	pinmem_user_free(spare);
 	return u;
 }
 
@@ -345,7 +408,31 @@ void pinmem_user_put(struct pinmem_user *u)
 	u->refs--;
 	unused = pinmem_user_unlink_unused(u);
 	spin_unlock(&pinmem_budget_lock);
-	kfree(unused);
+	pinmem_user_free(unused);
+}
+
+/**
+ * pinmem_budget_tail_lock() - take the tail lock of @f's user
+ * @f: the file pinning
+ *
+ * Held by a PIN while it pins pages one at a time ahead of their charge
+ * (kmod/file.c), so a user has at most one such page at any moment however
+ * many threads and files it pins with.
+ *
+ * Return: 0 or -EINTR on a fatal signal.
+ */
+int pinmem_budget_tail_lock(struct pinmem_file *f)
+{
+	return mutex_lock_killable(&f->user->tail_lock) ? -EINTR : 0;
+}
+
+/**
+ * pinmem_budget_tail_unlock() - release what pinmem_budget_tail_lock() took
+ * @f: the file
+ */
+void pinmem_budget_tail_unlock(struct pinmem_file *f)
+{
+	mutex_unlock(&f->user->tail_lock);
 }
 
 /* Caller holds pinmem_budget_lock. */
@@ -361,11 +448,18 @@ static bool pinmem_fits(u64 pinned, u64 limit, u64 bytes)
 	return pinned <= limit && bytes <= limit - pinned;
 }
 
-static void pinmem_acct_charge(struct pinmem_acct *a, u64 bytes)
+static void pinmem_acct_peak(struct pinmem_acct *a)
+{
+	if (a->pinned_bytes - a->reserved_bytes > a->peak_bytes)
+		a->peak_bytes = a->pinned_bytes - a->reserved_bytes;
+}
+
+static void pinmem_acct_charge(struct pinmem_acct *a, u64 bytes, bool reserve)
 {
 	a->pinned_bytes += bytes;
-	if (a->pinned_bytes > a->peak_bytes)
-		a->peak_bytes = a->pinned_bytes;
+	if (reserve)
+		a->reserved_bytes += bytes;
+	pinmem_acct_peak(a);
 }
 
 /* Apply @fn to the global, the user's and the file's counters. */
@@ -437,6 +531,7 @@ int pinmem_budget_errno(u32 reason)
 	case PINMEM_REFUSED_CGROUP:
 		return -PINMEM_ERR_CGROUP;
 	case PINMEM_REFUSED_FOLIO_PINS:
+	case PINMEM_REFUSED_PAGE_REFS:
 		return -PINMEM_ERR_FOLIO_PINS;
 	}
 	return -EFAULT;
@@ -492,9 +587,10 @@ static void pinmem_rlimit_uncharge(struct pinmem_file *f, unsigned long npages)
 	atomic_long_sub(npages, &f->ustruct->locked_vm);
 }
 
+/* A PIN in progress takes a region of the caps until it is committed. */
 static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
 {
-	a->regions += region;
+	a->pinning += region;
 }
 
 /**
@@ -502,8 +598,9 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
  * @f: the file pinning; the caller runs on @f->mm
  * @cg: the cgroup entry the PIN is charged to (the pinning task's), or NULL
  * @bytes: page multiple
- * @region: also take one region of the caps (a new PIN); false when a PIN
- *	charges more once its pages are known
+ * @flags: PINMEM_CHARGE_REGION: also take one region of the caps (a new
+ *	PIN); PINMEM_CHARGE_RESERVE: @bytes are a chunk's worst case, for
+ *	pinmem_budget_settle() once its pages are known
  * @refuser: out: the id of the cgroup whose limit refused, else 0; for
  *	pinmem_budget_refuse(), as @f->cg_refuser may be another thread's by
  *	then
@@ -514,8 +611,10 @@ static void pinmem_acct_reserve(struct pinmem_acct *a, bool region)
  * Return: 0 or PINMEM_REFUSED_* (see pinmem_budget_errno()).
  */
 u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
-			 u64 bytes, bool region, u64 *refuser)
+			 u64 bytes, unsigned int flags, u64 *refuser)
 {
+	bool region = flags & PINMEM_CHARGE_REGION;
+	bool reserve = flags & PINMEM_CHARGE_RESERVE;
 	unsigned long npages = bytes >> PAGE_SHIFT;
 	struct pinmem_cg *over;
 	u32 reason;
@@ -526,10 +625,12 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 	spin_lock(&pinmem_budget_lock);
 	f->cg_id = cg ? cg->id : 0;
 	if (!reason && region &&
-	    f->acct.regions >= READ_ONCE(pinmem_max_regions_per_file))
+	    f->acct.regions + f->acct.pinning >=
+	    READ_ONCE(pinmem_max_regions_per_file))
 		reason = PINMEM_REFUSED_REGIONS_FILE;
 	if (!reason && region &&
-	    f->user->acct.regions >= READ_ONCE(pinmem_max_regions_per_user))
+	    f->user->acct.regions + f->user->acct.pinning >=
+	    READ_ONCE(pinmem_max_regions_per_user))
 		reason = PINMEM_REFUSED_REGIONS_USER;
 	if (!reason && !pinmem_fits(pinmem_global.pinned_bytes,
 				    pinmem_global_limit.bytes, bytes))
@@ -545,9 +646,9 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 		}
 	}
 	if (!reason) {
-		pinmem_acct_all(f, pinmem_acct_charge, bytes);
+		pinmem_acct_all(f, pinmem_acct_charge, bytes, reserve);
 		pinmem_acct_all(f, pinmem_acct_reserve, region);
-		pinmem_cg_charge(cg, bytes);
+		pinmem_cg_charge(cg, bytes, reserve ? bytes : 0);
 	}
 	spin_unlock(&pinmem_budget_lock);
 
@@ -557,8 +658,38 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 	return reason;
 }
 
+static void pinmem_acct_settle(struct pinmem_acct *a, u64 reserved,
+			       u64 actual)
+{
+	a->pinned_bytes -= reserved - actual;
+	a->reserved_bytes -= reserved;
+	pinmem_acct_peak(a);
+}
+
+/**
+ * pinmem_budget_settle() - turn a chunk's reservation into its real charge
+ * @f: the file
+ * @cg: as charged
+ * @reserved: the chunk's worst case, charged with PINMEM_CHARGE_RESERVE
+ * @actual: what its pages keep allocated, at most @reserved; the rest is
+ *	given back
+ */
+void pinmem_budget_settle(struct pinmem_file *f, struct pinmem_cg *cg,
+			  u64 reserved, u64 actual)
+{
+	if (WARN_ON_ONCE(actual > reserved))
+		actual = reserved;
+	spin_lock(&pinmem_budget_lock);
+	pinmem_acct_all(f, pinmem_acct_settle, reserved, actual);
+	pinmem_cg_charge(cg, -(s64)(reserved - actual), -(s64)reserved);
+	spin_unlock(&pinmem_budget_lock);
+	pinmem_rlimit_uncharge(f, (reserved - actual) >> PAGE_SHIFT);
+}
+
 static void pinmem_acct_commit(struct pinmem_acct *a)
 {
+	a->pinning--;
+	a->regions++;
 	a->pins++;
 }
 
@@ -573,15 +704,18 @@ void pinmem_budget_commit(struct pinmem_file *f)
 	spin_unlock(&pinmem_budget_lock);
 }
 
-static void pinmem_acct_uncharge(struct pinmem_acct *a, u64 bytes)
+static void pinmem_acct_uncharge(struct pinmem_acct *a, u64 bytes,
+				 bool reserve)
 {
 	WARN_ON_ONCE(a->pinned_bytes < bytes);
 	a->pinned_bytes -= bytes;
+	if (reserve)
+		a->reserved_bytes -= bytes;
 }
 
 static void pinmem_acct_unreserve(struct pinmem_acct *a, bool region)
 {
-	a->regions -= region;
+	a->pinning -= region;
 }
 
 /**
@@ -589,15 +723,20 @@ static void pinmem_acct_unreserve(struct pinmem_acct *a, bool region)
  * @f: the file
  * @cg: as charged
  * @bytes: as charged
- * @region: as charged
+ * @flags: as charged
  */
 void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
-			    u64 bytes, bool region)
+			    u64 bytes, unsigned int flags)
 {
+	bool reserve = flags & PINMEM_CHARGE_RESERVE;
+
+	if (!bytes && !(flags & PINMEM_CHARGE_REGION))
+		return;
 	spin_lock(&pinmem_budget_lock);
-	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
-	pinmem_acct_all(f, pinmem_acct_unreserve, region);
-	pinmem_cg_charge(cg, -(s64)bytes);
+	pinmem_acct_all(f, pinmem_acct_uncharge, bytes, reserve);
+	pinmem_acct_all(f, pinmem_acct_unreserve,
+			!!(flags & PINMEM_CHARGE_REGION));
+	pinmem_cg_charge(cg, -(s64)bytes, reserve ? -(s64)bytes : 0);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
@@ -660,9 +799,9 @@ void pinmem_budget_release(struct pinmem_file *f, struct pinmem_cg *cg,
 			   u64 bytes)
 {
 	spin_lock(&pinmem_budget_lock);
-	pinmem_acct_all(f, pinmem_acct_uncharge, bytes);
+	pinmem_acct_all(f, pinmem_acct_uncharge, bytes, false);
 	pinmem_acct_all(f, pinmem_acct_release);
-	pinmem_cg_charge(cg, -(s64)bytes);
+	pinmem_cg_charge(cg, -(s64)bytes, 0);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
 }
@@ -793,39 +932,58 @@ u64 pinmem_budget_round(u64 bytes)
 	return pinmem_round_limit(bytes);
 }
 
+/* Users copied per hold of the budget lock by pinmem_budget_users_snapshot(). */
+#define PINMEM_USERS_BATCH	64
+
 /**
  * pinmem_budget_users_snapshot() - copy every known user's budget
  * @views: out: an array of @nr views by uid, kvfree() it
  * @nr: out: entries
  *
- * One pass under the lock per try, so the copy is consistent and costs
- * O(users); the array is allocated outside the lock and the copy retried
- * if users were added meanwhile.
+ * The budget lock is held for at most PINMEM_USERS_BATCH users at a time,
+ * each batch found in O(log users) from the last uid copied, so however
+ * many users a machine has, a stats reader never holds up a PIN for
+ * longer than that.  Each user's row is consistent in itself; a user made
+ * or dropped while the copy runs may be missing or shown.
  *
  * Return: 0 or -ENOMEM.
  */
 int pinmem_budget_users_snapshot(struct pinmem_user_view **views, size_t *nr)
 {
-	struct pinmem_user_view *v = NULL;
+	struct pinmem_user_view *v = NULL, *bigger;
+	size_t cap = 0, n = 0, i;
 	struct pinmem_user *u;
-	size_t cap = 0, n;
+	kuid_t last = INVALID_UID;
+	bool first = true;
 
 	for (;;) {
-		n = 0;
+		if (cap - n < PINMEM_USERS_BATCH) {
+			cap = 2 * cap + PINMEM_USERS_BATCH;
+			bigger = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
+			if (!bigger) {
+				kvfree(v);
+				return -ENOMEM;
+			}
+			if (n)
+				memcpy(bigger, v, n * sizeof(*v));
+			kvfree(v);
+			v = bigger;
+		}
 		spin_lock(&pinmem_budget_lock);
-		list_for_each_entry(u, &pinmem_users, node) {
-			if (n < cap)
-				pinmem_user_view(u, u->uid, &v[n]);
-			n++;
+		u = first ? (pinmem_users.rb_node ?
+			     rb_entry(rb_first(&pinmem_users),
+				      struct pinmem_user, node) : NULL) :
+			    pinmem_user_search(last, true);
+		for (i = 0; u && i < PINMEM_USERS_BATCH; i++) {
+			pinmem_user_view(u, u->uid, &v[n++]);
+			last = u->uid;
+			u = rb_entry_safe(rb_next(&u->node), struct pinmem_user,
+					  node);
 		}
 		spin_unlock(&pinmem_budget_lock);
-		if (n <= cap)
+		first = false;
+		if (!u)
 			break;
-		kvfree(v);
-		cap = n + 16;
-		v = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
-		if (!v)
-			return -ENOMEM;
 	}
 	*views = v;
 	*nr = n;
@@ -896,7 +1054,7 @@ int pinmem_budget_set_limits(const struct pinmem_limits *l)
 	if ((l->flags & PINMEM_LIMIT_SET_RLIMIT) && l->enforce_rlimit > 1)
 		return -EINVAL;
 	if (l->flags & PINMEM_LIMIT_SET_USER) {
-		spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+		spare = pinmem_user_alloc();
 		if (!spare)
 			return -ENOMEM;
 	}
@@ -927,7 +1085,7 @@ int pinmem_budget_set_limits(const struct pinmem_limits *l)
 		WRITE_ONCE(pinmem_enforce_rlimit, !!l->enforce_rlimit);
 	spin_unlock(&pinmem_budget_lock);
 
-	kfree(spare);
-	kfree(unused);
+	pinmem_user_free(spare);
+	pinmem_user_free(unused);
 	return 0;
 }

@@ -51,12 +51,21 @@ void pinmem_budget_exit(void);
 struct pinmem_user *pinmem_user_get(kuid_t uid);
 void pinmem_user_put(struct pinmem_user *u);
 
+/* pinmem_budget_charge() and pinmem_budget_uncharge() flags */
+#define PINMEM_CHARGE_REGION	(1U << 0)	/* a region of the caps */
+#define PINMEM_CHARGE_RESERVE	(1U << 1)	/* a worst case, to settle */
+
+kuid_t pinmem_budget_current_user(void);
 u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
-			 u64 bytes, bool region, u64 *refuser);
+			 u64 bytes, unsigned int flags, u64 *refuser);
 int pinmem_budget_errno(u32 reason);
 bool pinmem_budget_is_bytes(u32 reason);
 void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
-			    u64 bytes, bool region);
+			    u64 bytes, unsigned int flags);
+void pinmem_budget_settle(struct pinmem_file *f, struct pinmem_cg *cg,
+			  u64 reserved, u64 actual);
+int pinmem_budget_tail_lock(struct pinmem_file *f);
+void pinmem_budget_tail_unlock(struct pinmem_file *f);
 void pinmem_budget_commit(struct pinmem_file *f);
 void pinmem_budget_release(struct pinmem_file *f, struct pinmem_cg *cg,
 			   u64 bytes);

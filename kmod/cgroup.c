@@ -19,27 +19,66 @@
  */
 #include <linux/cgroup.h>
 #include <linux/fs.h>
-#include <linux/hashtable.h>
+#include <linux/kernfs.h>
 #include <linux/module.h>
+#include <linux/rbtree.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
 
 #include "budget.h"
 #include "cgroup.h"
 
-#define PINMEM_CG_HASH_BITS	6
+/*
+ * The entries by id, and the limited ones (those pinmem_cg_prune() checks)
+ * in the order they were last checked.  A user with a delegated subtree
+ * can make many entries; every walk under the budget lock is O(log n) or
+ * bounded by a batch size.
+ */
+static struct rb_root pinmem_cgs = RB_ROOT;
+static LIST_HEAD(pinmem_cg_limited);
 
-static DEFINE_HASHTABLE(pinmem_cgs, PINMEM_CG_HASH_BITS);
+/* Limited entries pinmem_cg_prune() checks per hold of the budget lock. */
+#define PINMEM_CG_PRUNE_BATCH	16
 
-/* Caller holds the budget lock. */
+/*
+ * The entry @id, or NULL; with @after, the first entry above @id.  Caller
+ * holds the budget lock.
+ */
+static struct pinmem_cg *pinmem_cg_search(u64 id, bool after)
+{
+	struct rb_node *n = pinmem_cgs.rb_node;
+	struct pinmem_cg *cg, *above = NULL;
+
+	while (n) {
+		cg = rb_entry(n, struct pinmem_cg, node);
+		if (cg->id > id) {
+			above = cg;
+			n = n->rb_left;
+		} else if (cg->id < id || after) {
+			n = n->rb_right;
+		} else {
+			return cg;
+		}
+	}
+	return after ? above : NULL;
+}
+
 static __maybe_unused struct pinmem_cg *pinmem_cg_find(u64 id)
 {
-	struct pinmem_cg *cg;
+	return pinmem_cg_search(id, false);
+}
 
-	hash_for_each_possible(pinmem_cgs, cg, node, id)
-		if (cg->id == id)
-			return cg;
-	return NULL;
+static void pinmem_cg_insert(struct pinmem_cg *new)
+{
+	struct rb_node **p = &pinmem_cgs.rb_node, *parent = NULL;
+
+	while (*p) {
+		parent = *p;
+		p = rb_entry(parent, struct pinmem_cg, node)->id > new->id ?
+		    &parent->rb_left : &parent->rb_right;
+	}
+	rb_link_node(&new->node, parent, p);
+	rb_insert_color(&new->node, &pinmem_cgs);
 }
 
 /* Drop one reference; caller holds the budget lock.  Returns the entries to free. */
@@ -50,7 +89,7 @@ static void pinmem_cg_put_locked(struct pinmem_cg *cg, struct list_head *dead)
 	while (cg && !--cg->refs) {
 		WARN_ON_ONCE(cg->pinned_bytes);
 		parent = cg->parent;
-		hash_del(&cg->node);
+		rb_erase(&cg->node, &pinmem_cgs);
 		list_add(&cg->dead, dead);
 		cg = parent;
 	}
@@ -114,7 +153,8 @@ static struct pinmem_cg *pinmem_cg_chain_get(const u64 *ids, int n)
 			cg = spare[used++];
 			cg->id = ids[i];
 			cg->limit = PINMEM_UNLIMITED;
-			hash_add(pinmem_cgs, &cg->node, cg->id);
+			INIT_LIST_HEAD(&cg->limited_node);
+			pinmem_cg_insert(cg);
 		}
 		cg->refs++;
 		if (prev)
@@ -157,7 +197,7 @@ struct pinmem_cg *pinmem_cg_get_current(void)
 	if (cg)
 		return cg;
 	/* A cgroup new to the module: a good time to forget removed ones. */
-	pinmem_cg_prune();
+	pinmem_cg_prune(PINMEM_CG_PRUNE_BATCH);
 	return pinmem_cg_chain_get(ids, n);
 }
 
@@ -239,66 +279,113 @@ struct pinmem_cg *pinmem_cg_refuser(struct pinmem_cg *cg, u64 bytes)
 	return NULL;
 }
 
+/* Back to what an entry the module had never seen would show. */
+static void pinmem_cg_forget_history(struct pinmem_cg *cg)
+{
+	if (!cg->limited && !cg->pinned_bytes)
+		cg->peak_bytes = cg->refused = 0;
+}
+
 /**
  * pinmem_cg_charge() - add @bytes to @cg and every ancestor
  * @cg: the leaf, or NULL; the budget lock is held
  * @bytes: may be negative, to un-charge
+ * @reserved: how much of @bytes is (or, negative, was) a reservation
+ *
+ * An entry without a limit that is left with nothing charged forgets its
+ * peak and refusals, as the uapi says (struct pinmem_cgroup), whether or
+ * not a child keeps it in the table.
  */
-void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes)
+void pinmem_cg_charge(struct pinmem_cg *cg, s64 bytes, s64 reserved)
 {
 	for (; cg; cg = cg->parent) {
 		WARN_ON_ONCE(bytes < 0 && cg->pinned_bytes < (u64)-bytes);
 		cg->pinned_bytes += bytes;
-		if (cg->pinned_bytes > cg->peak_bytes)
-			cg->peak_bytes = cg->pinned_bytes;
+		cg->reserved_bytes += reserved;
+		if (cg->pinned_bytes - cg->reserved_bytes > cg->peak_bytes)
+			cg->peak_bytes = cg->pinned_bytes - cg->reserved_bytes;
+		pinmem_cg_forget_history(cg);
 	}
 }
 
 #ifdef CONFIG_CGROUPS
-#define PINMEM_CG_PRUNE_BATCH	16
+static unsigned int pinmem_cg_nr_limited;
+
+/* @cg gets the limit it keeps a reference on @cgrp for; budget lock held. */
+static void pinmem_cg_limit(struct pinmem_cg *cg, struct cgroup *cgrp)
+{
+	cg->limited = true;
+	cg->cgrp = cgrp;
+	list_add_tail(&cg->limited_node, &pinmem_cg_limited);
+	pinmem_cg_nr_limited++;
+}
+
+/* @cg loses its limit; returns the cgroup to put.  Budget lock held. */
+static struct cgroup *pinmem_cg_unlimit(struct pinmem_cg *cg)
+{
+	struct cgroup *cgrp = cg->cgrp;
+
+	list_del_init(&cg->limited_node);
+	pinmem_cg_nr_limited--;
+	cg->cgrp = NULL;
+	cg->limited = false;
+	cg->limit = PINMEM_UNLIMITED;
+	pinmem_cg_forget_history(cg);
+	return cgrp;
+}
 
 /**
  * pinmem_cg_prune() - drop the limits of removed cgroups
+ * @max: limited entries to check at most (UINT_MAX: each of them once)
  *
  * Their ids never come back, so such a limit could only keep the entry
  * (and the cgroup's memory) for nothing.  An entry still charged stays,
  * unlimited, until its pins let go.  The limit holds a reference on the
  * cgroup, so a removed one is seen dying here however long ago it went.
- * Called before the entries are read (CGROUP ioctl, stats file) and when a
- * PIN adds entries.
+ * Only limited entries are checked (an admin sets each), the longest
+ * unchecked first, PINMEM_CG_PRUNE_BATCH per hold of the budget lock.
+ * Called with UINT_MAX before the entries are read (CGROUP ioctl, stats
+ * file), with a batch when a PIN adds entries.
  */
-void pinmem_cg_prune(void)
+void pinmem_cg_prune(unsigned int max)
 {
 	struct pinmem_cg *stale[PINMEM_CG_PRUNE_BATCH], *cg;
 	struct cgroup *cgrps[PINMEM_CG_PRUNE_BATCH];
+	unsigned int left = 0, checked;
+	bool first = true;
 	LIST_HEAD(dead);
-	int bkt, i, n;
+	int i, n;
 
 	do {
 		n = 0;
+		checked = 0;
 		pinmem_budget_enter();
-		hash_for_each(pinmem_cgs, bkt, cg, node) {
+		if (first)
+			left = min(max, pinmem_cg_nr_limited);
+		first = false;
+		while (left && checked < PINMEM_CG_PRUNE_BATCH &&
+		       !list_empty(&pinmem_cg_limited)) {
+			cg = list_first_entry(&pinmem_cg_limited,
+					      struct pinmem_cg, limited_node);
+			left--;
+			checked++;
 			/* rmdir clears CSS_ONLINE of the cgroup itself. */
-			if (!cg->cgrp ||
-			    (READ_ONCE(cg->cgrp->self.flags) & CSS_ONLINE))
+			if (READ_ONCE(cg->cgrp->self.flags) & CSS_ONLINE) {
+				list_move_tail(&cg->limited_node,
+					       &pinmem_cg_limited);
 				continue;
-			cgrps[n] = cg->cgrp;
-			cg->cgrp = NULL;
-			cg->limited = false;
-			cg->limit = PINMEM_UNLIMITED;
+			}
+			cgrps[n] = pinmem_cg_unlimit(cg);
 			stale[n++] = cg;
-			if (n == PINMEM_CG_PRUNE_BATCH)
-				goto full;
 		}
-full:
-		/* After the walk: a put may free entries the walk would visit. */
+		/* The limits' references: may free entries and parents. */
 		for (i = 0; i < n; i++)
 			pinmem_cg_put_locked(stale[i], &dead);
 		pinmem_budget_leave();
 		for (i = 0; i < n; i++)
 			cgroup_put(cgrps[i]);
 		pinmem_cg_free(&dead);
-	} while (n == PINMEM_CG_PRUNE_BATCH);
+	} while (left && checked == PINMEM_CG_PRUNE_BATCH);
 }
 
 static void pinmem_cg_sb_seen(struct super_block *sb, void *seen)
@@ -325,15 +412,81 @@ static bool pinmem_cg_v2_mounted(void)
 	return seen;
 }
 
+/*
+ * The cgroup at @path below the caller's cgroup namespace root, resolved a
+ * component at a time: each must be a directory of the cgroup2 hierarchy
+ * (-ENOTDIR, -ENOENT).  kernfs's own walk, which cgroup_get_from_path()
+ * hands a path to, looks a name up in whatever node the previous one named
+ * without checking that it is a directory, and oopses on a file
+ * ("cgroup.procs/x").  Empty components ("a//b", a leading or trailing
+ * '/') are skipped; "." and ".." name nothing.
+ */
+static struct cgroup *pinmem_cg_lookup(const char *path)
+{
+	struct kernfs_node *kn, *next;
+	struct cgroup *root, *cgrp = NULL;
+	char *buf, *p, *name;
+	int err = 0;
+
+	buf = kstrdup(path, GFP_KERNEL);
+	if (!buf)
+		return ERR_PTR(-ENOMEM);
+	/* "/" walks no component: the namespace's root, as the stats file's. */
+	root = cgroup_get_from_path("/");
+	if (IS_ERR(root)) {
+		kfree(buf);
+		return root;
+	}
+	kn = root->kn;
+	kernfs_get(kn);
+	cgroup_put(root);
+	p = buf;
+	while ((name = strsep(&p, "/"))) {
+		if (!*name)
+			continue;
+		if (kernfs_type(kn) != KERNFS_DIR) {
+			err = -ENOTDIR;
+			break;
+		}
+		next = kernfs_find_and_get_ns(kn, name, NULL);
+		kernfs_put(kn);
+		kn = next;
+		if (!kn) {
+			err = -ENOENT;
+			break;
+		}
+	}
+	if (!err && kernfs_type(kn) != KERNFS_DIR)
+		err = -ENOTDIR;
+	if (!err) {
+		rcu_read_lock();
+		cgrp = rcu_dereference(*(void __rcu __force **)&kn->priv);
+		if (!cgrp || !(READ_ONCE(cgrp->self.flags) & CSS_ONLINE) ||
+		    !cgroup_tryget(cgrp))
+			cgrp = NULL;
+		rcu_read_unlock();
+		if (!cgrp)
+			err = -ENOENT;
+	}
+	if (kn)
+		kernfs_put(kn);
+	kfree(buf);
+	return err ? ERR_PTR(err) : cgrp;
+}
+
 /**
  * pinmem_cg_ioctl() - PINMEM_IOC_CGROUP on the cgroup at @path
  * @path: NUL-terminated, relative to the caller's cgroup namespace root
  * @arg: flags and limit_bytes in; the cgroup's numbers out
  *
+ * Only cgroups the caller's cgroup namespace shows can be named, as only
+ * those show in the stats file for it.
+ *
  * Return: 0; -EOPNOTSUPP for SET when no cgroup2 file system is mounted (a
  * cgroup v1-only host; GET and CLEAR still reach a limit SET before the
- * last cgroup2 mount went); -ENOENT; -EINVAL (a limit on the root cgroup);
- * -ENOMEM; -E2BIG (a cgroup more than 64 levels deep).
+ * last cgroup2 mount went); -ENOENT; -ENOTDIR (a component is a file);
+ * -EINVAL (a limit on the root cgroup); -ENOMEM; -E2BIG (a cgroup more
+ * than 64 levels deep).
  */
 int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 {
@@ -345,8 +498,8 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 
 	if ((arg->flags & PINMEM_CGROUP_SET) && !pinmem_cg_v2_mounted())
 		return -EOPNOTSUPP;
-	pinmem_cg_prune();
-	cgrp = cgroup_get_from_path(path);
+	pinmem_cg_prune(UINT_MAX);
+	cgrp = pinmem_cg_lookup(path);
 	if (IS_ERR(cgrp))
 		return PTR_ERR(cgrp);
 	put[0] = cgrp;
@@ -377,17 +530,13 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
 		cg->limit = pinmem_budget_round(arg->limit_bytes);
 		if (!cg->limited) {
 			/* The references on entry and cgroup stay for the limit. */
-			cg->limited = true;
-			cg->cgrp = cgrp;
+			pinmem_cg_limit(cg, cgrp);
 			put[0] = NULL;
 			leaf = NULL;
 		}
 	}
 	if (cg && (arg->flags & PINMEM_CGROUP_CLEAR) && cg->limited) {
-		cg->limited = false;
-		cg->limit = PINMEM_UNLIMITED;
-		put[1] = cg->cgrp;
-		cg->cgrp = NULL;
+		put[1] = pinmem_cg_unlimit(cg);
 		leaf = cg;	/* drop the limit's reference below */
 	}
 	arg->cgroup_id = ids[0];
@@ -425,7 +574,7 @@ u64 pinmem_cg_ns_root_id(void)
 }
 
 #else
-void pinmem_cg_prune(void)
+void pinmem_cg_prune(unsigned int max)
 {
 }
 
@@ -445,19 +594,18 @@ int pinmem_cg_ioctl(const char *path, struct pinmem_cgroup *arg)
  */
 void pinmem_cg_exit(void)
 {
-	struct hlist_node *tmp;
-	struct pinmem_cg *cg;
-	int bkt;
+	struct pinmem_cg *cg, *tmp;
 
-	hash_for_each_safe(pinmem_cgs, bkt, tmp, cg, node) {
+	rbtree_postorder_for_each_entry_safe(cg, tmp, &pinmem_cgs, node) {
 		WARN_ON_ONCE(cg->pinned_bytes);
-		hash_del(&cg->node);
 #ifdef CONFIG_CGROUPS	/* only then can a limit hold a cgroup */
 		if (cg->cgrp)
 			cgroup_put(cg->cgrp);
 #endif
 		kfree(cg);
 	}
+	pinmem_cgs = RB_ROOT;
+	INIT_LIST_HEAD(&pinmem_cg_limited);
 }
 
 /**
@@ -477,17 +625,59 @@ bool pinmem_cg_inside(const struct pinmem_cg *cg, u64 root)
 	return false;
 }
 
-/**
- * pinmem_cg_for_each() - call @fn on every entry; the budget lock is held
- * @fn: must not sleep
- * @arg: passed on
- */
-void pinmem_cg_for_each(void (*fn)(const struct pinmem_cg *cg, void *arg),
-			void *arg)
-{
-	struct pinmem_cg *cg;
-	int bkt;
+/* Entries copied per hold of the budget lock by pinmem_cg_snapshot(). */
+#define PINMEM_CG_COPY_BATCH	64
 
-	hash_for_each(pinmem_cgs, bkt, cg, node)
-		fn(cg, arg);
+/**
+ * pinmem_cg_snapshot() - copy the entries at or below a cgroup, by id
+ * @rows: out: the copies (their links mean nothing), kvfree() it
+ * @nr: out: entries
+ * @root: from pinmem_cg_ns_root_id(): only entries inside it
+ *
+ * The budget lock is held for at most PINMEM_CG_COPY_BATCH entries at a
+ * time, each batch found in O(log n) from the last id copied, so a stats
+ * reader never holds up a PIN for long however many cgroups there are.
+ * Each row is consistent in itself.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int pinmem_cg_snapshot(struct pinmem_cg **rows, size_t *nr, u64 root)
+{
+	struct pinmem_cg *v = NULL, *bigger, *cg;
+	size_t cap = 0, n = 0, i;
+	u64 last = 0;
+	bool first = true;
+
+	for (;;) {
+		if (cap - n < PINMEM_CG_COPY_BATCH) {
+			cap = 2 * cap + PINMEM_CG_COPY_BATCH;
+			bigger = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
+			if (!bigger) {
+				kvfree(v);
+				return -ENOMEM;
+			}
+			if (n)
+				memcpy(bigger, v, n * sizeof(*v));
+			kvfree(v);
+			v = bigger;
+		}
+		pinmem_budget_enter();
+		cg = first ? rb_entry_safe(rb_first(&pinmem_cgs),
+					   struct pinmem_cg, node) :
+			     pinmem_cg_search(last, true);
+		for (i = 0; cg && i < PINMEM_CG_COPY_BATCH; i++) {
+			if (pinmem_cg_inside(cg, root))
+				v[n++] = *cg;
+			last = cg->id;
+			cg = rb_entry_safe(rb_next(&cg->node), struct pinmem_cg,
+					   node);
+		}
+		pinmem_budget_leave();
+		first = false;
+		if (!cg)
+			break;
+	}
+	*rows = v;
+	*nr = n;
+	return 0;
 }

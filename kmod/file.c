@@ -5,6 +5,7 @@
  * SIGKILL), even after the owner's mm has been torn down.
  */
 #include <linux/cred.h>
+#include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
@@ -27,8 +28,10 @@ static LIST_HEAD(pinmem_files);
 /**
  * pinmem_file_open() - state for a new open of /dev/pinmem
  *
- * The opener's mm, uid, process and name are recorded now: the regions of
- * this file are charged to them for the file's whole life.  The cgroup is
+ * The opener's mm, user, process and name are recorded now: the regions of
+ * this file are charged to them for the file's whole life.  The user
+ * charged is the real user behind the opener's user namespaces
+ * (pinmem_budget_current_user()).  The cgroup is
  * not: each PIN is charged to its pinning task's cgroup (kmod/cgroup.c).
  *
  * Return: the file state, or ERR_PTR(-EINVAL) without a user mm,
@@ -44,13 +47,13 @@ struct pinmem_file *pinmem_file_open(void)
 	if (!f)
 		return ERR_PTR(-ENOMEM);
 	f->uid = current_uid();
-	f->user = pinmem_user_get(f->uid);
+	f->budget_uid = pinmem_budget_current_user();
+	f->user = pinmem_user_get(f->budget_uid);
 	if (!f->user) {
 		kfree(f);
 		return ERR_PTR(-ENOMEM);
 	}
 	mutex_init(&f->lock);
-	mutex_init(&f->fallback_lock);
 	xa_init_flags(&f->regions, XA_FLAGS_ALLOC1 | XA_FLAGS_ACCOUNT);
 	f->folios.root = RB_ROOT;
 	f->ustruct = get_uid(current_user());
@@ -93,7 +96,7 @@ static u64 pinmem_file_forget_region(struct pinmem_file *f,
 static void pinmem_file_uncharge_folio(void *arg, struct pinmem_cg *cg,
 				       u64 bytes)
 {
-	pinmem_budget_uncharge(arg, cg, bytes, false);
+	pinmem_budget_uncharge(arg, cg, bytes, 0);
 }
 
 /*
@@ -111,7 +114,7 @@ static void pinmem_file_drop_region(struct pinmem_file *f,
 	if (dirty)
 		pinmem_budget_release(f, cg, bytes);
 	else
-		pinmem_budget_uncharge(f, cg, bytes, true);
+		pinmem_budget_uncharge(f, cg, bytes, PINMEM_CHARGE_REGION);
 	pinmem_folio_release(gone, pinmem_file_uncharge_folio, f);
 	pinmem_cg_put(cg);
 }
@@ -144,7 +147,6 @@ void pinmem_file_release(struct pinmem_file *f)
 	}
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&f->folios.root) || f->folios.bytes);
 	xa_destroy(&f->regions);
-	mutex_destroy(&f->fallback_lock);
 	mutex_destroy(&f->lock);
 	free_uid(f->ustruct);
 	pinmem_user_put(f->user);
@@ -212,45 +214,215 @@ static u32 pinmem_pin_reason(int err)
 	return PINMEM_REFUSED_MAPPING;
 }
 
-/*
- * Count @r's folios and charge what the file did not hold yet, beyond the
- * @length charged before pinning, to @r's cgroup; @f->lock is held.
- * Returns 0 with *@charged the bytes now charged for @r, or a
- * PINMEM_REFUSED_* reason with nothing but @length charged (a budget's
- * refusal and too many pins of a large folio are counted).
+/**
+ * struct pinmem_pin_ctx - one PIN in progress
+ * @f: the file pinning
+ * @cg: the cgroup entry the PIN is charged to, or NULL
+ * @reserved: bytes charged for the chunk being pinned, before its pages
+ *	are known (its worst case)
+ * @charged: bytes charged for the chunks pinned so far (their pages)
+ * @kmem: kernel bytes the folio accounting allocated for them
+ * @step: pages the next reservation tries to cover first: twice what the
+ *	last one covered, so a tight budget does not halve from the top each
+ *	chunk
+ * @refused: the PINMEM_REFUSED_* reason the PIN ends with, when a budget or
+ *	a bound refused it (0 for other failures)
+ * @refuser: the cgroup that refused, for PINMEM_REFUSED_CGROUP
+ * @tail: holds its user's tail lock (pinmem_budget_tail_lock()): chunks
+ *	whose worst case the budgets cannot cover are pinned a page at a time
+ *	and charged once their pages are known
  */
-static u32 pinmem_file_charge_folios(struct pinmem_file *f,
-				     struct pinmem_region *r, u64 length,
-				     u64 *charged)
+struct pinmem_pin_ctx {
+	struct pinmem_file *f;
+	struct pinmem_cg *cg;
+	u64 reserved;
+	u64 charged;
+	s64 kmem;
+	unsigned long step;
+	u32 refused;
+	u64 refuser;
+	bool tail;
+};
+
+/*
+ * pinmem_reserve_fn of a PIN (kmod/region.h): charge the worst case of as
+ * many of the next @npages pages as the budgets allow, each page in a folio
+ * of its own of @folio_bytes, halving the count down to one page.  When
+ * even one page's worst case does not fit, the page may still be a base
+ * page or sit in a folio the file holds already: with the tail lock held,
+ * reserve nothing and pin that one page, to be charged as soon as it is
+ * known (pinmem_file_settle()); without it, return 0 so the caller takes it.
+ * A one-page pin holds nothing while GUP may sleep in a fault, so the only
+ * pins ever ahead of their charge are the page of one such pin per user,
+ * between GUP's return and the charge, with nothing waited for in between.
+ */
+static unsigned long pinmem_file_reserve(void *arg, unsigned long npages,
+					 u64 folio_bytes)
 {
+	struct pinmem_pin_ctx *c = arg;
+	unsigned long n = min(npages, c->step);
+	u64 refuser;
+	u32 reason;
+
+	for (;;) {
+		reason = pinmem_budget_charge(c->f, c->cg, n * folio_bytes,
+					      PINMEM_CHARGE_RESERVE, &refuser);
+		if (!reason) {
+			c->refused = 0;
+			c->reserved = n * folio_bytes;
+			c->step = min_t(unsigned long, 2 * n, PINMEM_CHUNK);
+			return n;
+		}
+		c->refused = reason;
+		c->refuser = refuser;
+		if (n == 1)
+			break;
+		n /= 2;
+	}
+	c->step = 1;
+	c->reserved = 0;
+	return c->tail ? 1 : 0;
+}
+
+/*
+ * Charge the @n pages just pinned for @r what they keep allocated, in
+ * place of the worst case reserved for them, and record them in @r.  On
+ * failure they are unpinned and un-counted, nothing of the chunk stays
+ * charged, and the pages recorded before stay in @r for the caller to
+ * release.  Returns 0 or a negative errno (c->refused set for a budget).
+ */
+static int pinmem_file_settle(struct pinmem_pin_ctx *c,
+			      struct pinmem_region *r, struct page **pages,
+			      unsigned long n)
+{
+	struct pinmem_file *f = c->f;
+	unsigned long recorded = 0;
+	u64 actual, base, refuser;
 	LIST_HEAD(gone);
-	u64 bytes, refuser;
 	s64 kmem, freed;
 	u32 reason;
 	int ret;
 
-	ret = pinmem_folio_add(&f->folios, r, r->cg, &bytes, &kmem);
-	if (ret == -ETOOMANYREFS) {
-		pinmem_budget_refuse(f, r->cg, PINMEM_REFUSED_FOLIO_PINS, 0);
-		return PINMEM_REFUSED_FOLIO_PINS;
+	c->refused = 0;
+	mutex_lock(&f->lock);
+	ret = pinmem_folio_add_pages(&f->folios, pages, n, c->cg, &actual,
+				     &kmem);
+	if (ret) {
+		mutex_unlock(&f->lock);
+		unpin_user_pages(pages, n);
+		if (ret == -ETOOMANYREFS)
+			c->refused = PINMEM_REFUSED_FOLIO_PINS;
+		return ret;	/* the caller gives the reservation back */
 	}
-	if (ret)
-		return PINMEM_REFUSED_KMEM;
-	if (bytes > length) {
-		reason = pinmem_budget_charge(f, r->cg, bytes - length, false,
-					      &refuser);
+	if (actual > c->reserved) {
+		/* Only a page pinned ahead of its charge gets here. */
+		reason = pinmem_budget_charge(f, c->cg, actual - c->reserved,
+					      0, &refuser);
 		if (reason) {
-			pinmem_folio_remove(&f->folios, r, &freed, &gone);
+			pinmem_folio_del_pages(&f->folios, pages, n, &freed,
+					       &gone);
+			mutex_unlock(&f->lock);
+			unpin_user_pages(pages, n);
+			/* New to the file and never charged: free them only. */
 			pinmem_folio_release(&gone, NULL, NULL);
-			pinmem_budget_refuse(f, r->cg, reason, refuser);
-			return reason;
+			c->refused = reason;
+			c->refuser = refuser;
+			return pinmem_budget_errno(reason);
 		}
-	} else if (bytes < length) {
-		pinmem_budget_uncharge(f, r->cg, length - bytes, false);
+		pinmem_budget_settle(f, c->cg, c->reserved, c->reserved);
+	} else {
+		pinmem_budget_settle(f, c->cg, c->reserved, actual);
 	}
-	pinmem_budget_kmem(f, kmem + (s64)r->kmem_bytes);
-	*charged = bytes;
+	c->reserved = 0;
+	c->charged += actual;
+	c->kmem += kmem;
+	ret = pinmem_region_add(r, pages, n, &recorded);
+	if (ret) {
+		base = pinmem_folio_del_pages(&f->folios, pages + recorded,
+					      n - recorded, &freed, &gone);
+		c->kmem += freed;
+		mutex_unlock(&f->lock);
+		unpin_user_pages(pages + recorded, n - recorded);
+		pinmem_budget_uncharge(f, c->cg, base, 0);
+		pinmem_folio_release(&gone, pinmem_file_uncharge_folio, f);
+		return ret;
+	}
+	mutex_unlock(&f->lock);
 	return 0;
+}
+
+/* Retries of a chunk whose pages GUP could not migrate (-ENOMEM, -EAGAIN). */
+#define PINMEM_PIN_TRIES	10
+
+/*
+ * Pin every page of @r, chunk by chunk, each charged its worst case before
+ * GUP runs and settled to what its pages keep allocated right after
+ * (pinmem_file_reserve(), pinmem_file_settle()).  Returns 0 or a negative
+ * errno; on failure the pages recorded in @r stay pinned and charged for
+ * the caller to release.
+ */
+static int pinmem_file_pin_pages(struct pinmem_pin_ctx *c,
+				 struct pinmem_region *r)
+{
+	struct page **pages;
+	int tries = 0, ret = 0;
+	long got;
+
+	pages = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!pages)
+		return -ENOMEM;
+	while (r->pinned < r->npages) {
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		got = pinmem_region_pin_chunk(r, pages, pinmem_file_reserve, c);
+		if (got > 0) {
+			ret = pinmem_file_settle(c, r, pages, got);
+			if (ret) {
+				pinmem_budget_uncharge(c->f, c->cg, c->reserved,
+						       PINMEM_CHARGE_RESERVE);
+				c->reserved = 0;
+				break;
+			}
+			tries = 0;
+			cond_resched();
+			continue;
+		}
+		pinmem_budget_uncharge(c->f, c->cg, c->reserved,
+				       PINMEM_CHARGE_RESERVE);
+		c->reserved = 0;
+		if (!got) {	/* not even one page's worst case fits */
+			ret = pinmem_budget_tail_lock(c->f);
+			if (ret)
+				break;
+			c->tail = true;
+			continue;
+		}
+		/*
+		 * A long-term pin first migrates pages out of ZONE_MOVABLE
+		 * and CMA, and GUP fails with -ENOMEM when that migration
+		 * fails, which happens for a moment when another thread pins
+		 * the same pages at the same time.  Try again a few times; if
+		 * it persists, say -EAGAIN as mlock(2) does, because ENOMEM
+		 * tells pinmem's callers that RLIMIT_MEMLOCK refused.
+		 */
+		if ((got == -ENOMEM || got == -EAGAIN) &&
+		    ++tries < PINMEM_PIN_TRIES) {
+			if (tries == 1)
+				cond_resched();
+			else
+				msleep(1);
+			continue;
+		}
+		ret = got == -ENOMEM ? -EAGAIN : got;
+		c->refused = ret == -ETOOMANYREFS ? PINMEM_REFUSED_PAGE_REFS : 0;
+		break;
+	}
+	if (c->tail)
+		pinmem_budget_tail_unlock(c->f);
+	kfree(pages);
+	return ret;
 }
 
 /**
@@ -259,31 +431,32 @@ static u32 pinmem_file_charge_folios(struct pinmem_file *f,
  * @pin: the validated request; the result is written back to @upin
  * @upin: the caller's struct; on failure only its @refused is written
  *
- * Checks the arguments, then the mapping, then charges @pin->length to
- * every budget (refusing early, before pinning anything), then pins, then
- * charges what the pages keep allocated beyond that (whole large folios)
- * or un-charges what the file already held.  Any failure unwinds in
- * reverse order, so nothing stays pinned or charged; refusals and failures
- * are counted by reason and the reason is written to @upin->refused.
+ * Checks the arguments, then the mapping, then takes a region of the caps,
+ * then pins chunk by chunk: each chunk is charged to every budget the
+ * most its pages could keep allocated before it is pinned, and what they
+ * turn out to keep (whole large folios the file did not hold yet, base
+ * pages) right after, so what this file has pinned never exceeds what its
+ * budgets were charged, also while GUP waits in a fault.  Any failure
+ * unwinds, so nothing stays pinned or charged; refusals and failures are
+ * counted by reason and the reason is written to @upin->refused.
  *
  * Return: 0; -EPERM from another process than the owner; -EINVAL for zero,
  * unaligned or wrapping ranges; -EFAULT for ranges outside user space, holes,
  * pin faults or an unwritable @upin; -EACCES, -EOPNOTSUPP for mappings that
- * cannot be pinned; -EINTR on a fatal signal; -ENOMEM; -ETOOMANYREFS when
- * @f would hold more than PINMEM_FOLIO_MAX_PINS pins per page of a
- * large folio; a budget errno.
+ * cannot be pinned; -EINTR on a fatal signal; -ENOMEM; -EAGAIN; -ETOOMANYREFS
+ * when @f would hold more than PINMEM_FOLIO_MAX_PINS pins per page of a
+ * large folio or a page's reference count would near its limit; a budget
+ * errno.
  */
 int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		    struct pinmem_pin __user *upin)
 {
+	struct pinmem_pin_ctx c = { .f = f, .step = PINMEM_CHUNK };
 	struct pinmem_region *r;
-	struct pinmem_cg *cg;
 	LIST_HEAD(gone);
-	u64 bytes, charged;	/* charged before the pin, after it */
-	u64 refuser;		/* the cgroup that refused, if one did */
+	u64 bytes, refuser;
 	u64 addr;
 	u32 handle, reason;
-	bool fallback = false;
 	void *old;
 	int ret;
 
@@ -301,78 +474,43 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	ret = pinmem_pin_args(pin, addr);
 	if (ret)
 		goto err_reason;
-	bytes = pin->length;
 	ret = pinmem_region_check(f->mm, addr, pin->length);
 	if (ret) {
 		pinmem_budget_refuse(f, NULL, pinmem_pin_reason(ret), 0);
 		goto err_reason;
 	}
 	/* The pinning task's cgroup now, wherever the opener was. */
-	cg = pinmem_cg_get_current();
-	if (IS_ERR(cg)) {
-		ret = PTR_ERR(cg);
-		cg = NULL;
+	c.cg = pinmem_cg_get_current();
+	if (IS_ERR(c.cg)) {
+		ret = PTR_ERR(c.cg);
+		c.cg = NULL;
 		goto err_count;
 	}
-
-	reason = pinmem_budget_charge(f, cg, bytes, true, &refuser);
-	if (reason && pinmem_budget_is_bytes(reason) &&
-	    bytes <= READ_ONCE(f->folios.bytes)) {
-		/*
-		 * The range may lie in large folios this file holds and was
-		 * charged for already: pin first, then charge what the pages
-		 * add.  What may be pinned uncharged meanwhile is bounded by
-		 * what the file is charged for: one such PIN at a time, or N
-		 * threads of an owner over its budget would hold N ranges.
-		 */
-		if (mutex_lock_killable(&f->fallback_lock)) {
-			ret = -EINTR;
-			goto err_count;
-		}
-		fallback = true;
-		bytes = 0;
-		reason = pinmem_budget_charge(f, cg, bytes, true, &refuser);
-	}
+	/* A region of the caps, before anything is pinned. */
+	reason = pinmem_budget_charge(f, c.cg, 0, PINMEM_CHARGE_REGION,
+				      &refuser);
 	if (reason) {
-		if (fallback)
-			mutex_unlock(&f->fallback_lock);
-		pinmem_budget_refuse(f, cg, reason, refuser);
-		pinmem_cg_put(cg);
+		pinmem_budget_refuse(f, c.cg, reason, refuser);
+		pinmem_cg_put(c.cg);
 		return pinmem_pin_refused(upin, reason,
 					  pinmem_budget_errno(reason));
 	}
-
 	r = pinmem_region_alloc(addr, pin->length >> PAGE_SHIFT);
 	if (!r) {
 		ret = -ENOMEM;
-		goto err_uncharge;
-	}
-	r->cg = cg;
-	ret = pinmem_region_pin(r);
-	if (ret)
-		goto err_unpin;
-
-	if (mutex_lock_killable(&f->lock)) {
-		ret = -EINTR;
-		goto err_unpin;
-	}
-	reason = pinmem_file_charge_folios(f, r, bytes, &charged);
-	if (reason) {
-		mutex_unlock(&f->lock);
-		pinmem_region_free(r, false);
-		if (fallback)
-			mutex_unlock(&f->fallback_lock);
-		pinmem_budget_uncharge(f, cg, bytes, true);
-		if (reason != PINMEM_REFUSED_KMEM) {
-			pinmem_cg_put(cg);
-			return pinmem_pin_refused(upin, reason,
-						  pinmem_budget_errno(reason));
-		}
-		ret = -ENOMEM;
+		pinmem_budget_uncharge(f, c.cg, 0, PINMEM_CHARGE_REGION);
 		goto err_count;
 	}
-	if (fallback)	/* every page of @r is charged now */
-		mutex_unlock(&f->fallback_lock);
+	r->cg = c.cg;
+	ret = pinmem_file_pin_pages(&c, r);
+	pinmem_budget_kmem(f, c.kmem + (s64)r->kmem_bytes);
+	/*
+	 * Not killable: @r is pinned and charged, and either undoing or
+	 * publishing it needs the lock.
+	 */
+	mutex_lock(&f->lock);
+	if (ret)
+		goto err_forget;
 	/*
 	 * Reserve the handle only: UNPIN and REGIONS do not see @r before
 	 * the result reached the caller, so the copy runs without f->lock
@@ -388,13 +526,9 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	pin->pages = r->npages;
 	pin->segments = r->segments;
 	pin->huge_bytes = r->huge_bytes;
-	pin->charged_bytes = charged;
+	pin->charged_bytes = c.charged;
 	pin->refused = 0;
 	ret = copy_to_user(upin, pin, sizeof(*pin)) ? -EFAULT : 0;
-	/*
-	 * Not killable: @r is pinned and charged, and either undoing or
-	 * publishing it needs the lock.
-	 */
 	mutex_lock(&f->lock);
 	if (ret)
 		goto err_erase;
@@ -412,21 +546,15 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 err_erase:
 	xa_erase(&f->regions, handle);
 err_forget:
-	/* The folio accounting charged @charged in place of @bytes. */
 	bytes = pinmem_file_forget_region(f, r, &gone);
 	mutex_unlock(&f->lock);
-	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret), 0);
-	pinmem_file_drop_region(f, r, bytes, &gone, false);	/* puts @cg */
-	goto err_reason;
-err_unpin:
-	pinmem_region_free(r, false);
-err_uncharge:
-	if (fallback)
-		mutex_unlock(&f->fallback_lock);
-	pinmem_budget_uncharge(f, cg, bytes, true);
+	reason = c.refused ? c.refused : pinmem_pin_reason(ret);
+	pinmem_budget_refuse(f, c.cg, reason, c.refuser);
+	pinmem_file_drop_region(f, r, bytes, &gone, false);	/* puts c.cg */
+	return pinmem_pin_refused(upin, reason, ret);
 err_count:
-	pinmem_budget_refuse(f, cg, pinmem_pin_reason(ret), 0);
-	pinmem_cg_put(cg);
+	pinmem_budget_refuse(f, c.cg, pinmem_pin_reason(ret), 0);
+	pinmem_cg_put(c.cg);
 err_reason:
 	return pinmem_pin_refused(upin, pinmem_pin_reason(ret), ret);
 }
@@ -554,6 +682,7 @@ int pinmem_files_snapshot(struct pinmem_file_view **views, size_t *nr)
 				cur = &v[n];
 				cur->tgid = get_pid(f->tgid);
 				cur->uid = f->uid;
+				cur->budget_uid = f->budget_uid;
 				memcpy(cur->comm, f->comm, sizeof(cur->comm));
 				pinmem_budget_file(f, &cur->acct);
 				cur->mm_pinned_bytes =

@@ -190,6 +190,86 @@ static int pinmem_folio_del_one(void *arg, unsigned long folio_pfn,
 	return 0;
 }
 
+/* Call @fn for each stretch of @pages (pinned) inside one folio, in order. */
+static int pinmem_folio_walk_pages(struct page **pages, unsigned long n,
+				   pinmem_region_fn fn, void *arg)
+{
+	unsigned long i, j;
+	struct folio *folio;
+	int ret;
+
+	for (i = 0; i < n; i = j) {
+		folio = page_folio(pages[i]);
+		for (j = i + 1; j < n && page_folio(pages[j]) == folio; j++)
+			;
+		ret = fn(arg, folio_pfn(folio), folio_nr_pages(folio),
+			 page_to_pfn(pages[i]), j - i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/**
+ * pinmem_folio_add_pages() - count @n freshly pinned pages in @fs
+ * @fs: the file's folios; the file's lock is held
+ * @pages: the pages, pinned
+ * @n: how many
+ * @cg: the cgroup entry they are charged to, or NULL; each large folio new
+ *	to the file is charged there and takes a reference on it
+ * @charge: out: the bytes to charge: the base pages and every large folio
+ *	the file held no pin in before
+ * @kmem: out: kernel bytes allocated
+ *
+ * Return: 0; -ENOMEM, or -ETOOMANYREFS when the file would hold more than
+ * PINMEM_FOLIO_MAX_PINS pins per page of a large folio, both with @fs
+ * unchanged.
+ */
+int pinmem_folio_add_pages(struct pinmem_folios *fs, struct page **pages,
+			   unsigned long n, struct pinmem_cg *cg, u64 *charge,
+			   s64 *kmem)
+{
+	struct pinmem_folio_walk w = { .fs = fs, .cg = cg, .left = n };
+	int ret;
+
+	ret = pinmem_folio_walk_pages(pages, n, pinmem_folio_add_one, &w);
+	if (ret) {
+		/* Undo the pages added before the failure, nothing more. */
+		struct pinmem_folio_walk undo = { .fs = fs, .left = n - w.left };
+
+		pinmem_folio_walk_pages(pages, n, pinmem_folio_del_one, &undo);
+		WARN_ON_ONCE(w.kmem + undo.kmem);
+		return ret;
+	}
+	pinmem_cg_get(cg, w.added);
+	*charge = w.charge;
+	*kmem = w.kmem;
+	return 0;
+}
+
+/**
+ * pinmem_folio_del_pages() - take @n pages counted by
+ *	pinmem_folio_add_pages() out of @fs again
+ * @fs: the file's folios; the file's lock is held
+ * @pages: the pages, still pinned
+ * @n: how many
+ * @kmem: out: kernel bytes freed once @gone is released, as a negative
+ *	number
+ * @gone: out: the large folios the file no longer holds a pin in, for
+ *	pinmem_folio_release() once the pages are unpinned
+ *
+ * Return: the bytes of the base pages among @pages, to un-charge.
+ */
+u64 pinmem_folio_del_pages(struct pinmem_folios *fs, struct page **pages,
+			   unsigned long n, s64 *kmem, struct list_head *gone)
+{
+	struct pinmem_folio_walk w = { .fs = fs, .gone = gone, .left = n };
+
+	pinmem_folio_walk_pages(pages, n, pinmem_folio_del_one, &w);
+	*kmem = w.kmem;
+	return w.charge;
+}
+
 /**
  * pinmem_folio_remove() - drop the pins of @r from @fs
  * @fs: the file's folios; the file's lock is held
@@ -235,41 +315,4 @@ void pinmem_folio_release(struct list_head *gone,
 		pinmem_cg_put(ref->cg);
 		kmem_cache_free(pinmem_folio_cache, ref);
 	}
-}
-
-/**
- * pinmem_folio_add() - count the pins of @r in @fs
- * @fs: the file's folios; the file's lock is held
- * @r: a fully pinned region
- * @cg: the cgroup entry @r is charged to, or NULL; each large folio new to
- *	the file is charged there and takes a reference on it
- * @charge: out: the bytes to charge: @r's base pages and every large folio
- *	the file held no pin in before
- * @kmem: out: kernel bytes allocated
- *
- * Return: 0; -ENOMEM, or -ETOOMANYREFS when the file would hold more than
- * PINMEM_FOLIO_MAX_PINS pins per page of a large folio, both with
- * @fs unchanged.
- */
-int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
-		     struct pinmem_cg *cg, u64 *charge, s64 *kmem)
-{
-	struct pinmem_folio_walk w = { .fs = fs, .cg = cg, .left = r->pinned };
-	int ret;
-
-	ret = pinmem_region_for_each(r, pinmem_folio_add_one, &w);
-	if (ret) {
-		/* Undo the pages added before the failure, nothing more. */
-		struct pinmem_folio_walk undo = {
-			.fs = fs, .left = r->pinned - w.left,
-		};
-
-		pinmem_region_for_each(r, pinmem_folio_del_one, &undo);
-		WARN_ON_ONCE(w.kmem + undo.kmem);
-		return ret;
-	}
-	pinmem_cg_get(cg, w.added);
-	*charge = w.charge;
-	*kmem = w.kmem;
-	return 0;
 }

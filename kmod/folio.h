@@ -11,6 +11,7 @@
 #include <uapi/pinmem.h>
 
 struct list_head;
+struct page;
 struct pinmem_cg;
 struct pinmem_region;
 
@@ -49,8 +50,11 @@ struct pinmem_folios {
 int pinmem_folio_init(void);
 void pinmem_folio_exit(void);
 u64 pinmem_folio_ref_bytes(void);
-int pinmem_folio_add(struct pinmem_folios *fs, struct pinmem_region *r,
-		     struct pinmem_cg *cg, u64 *charge, s64 *kmem);
+int pinmem_folio_add_pages(struct pinmem_folios *fs, struct page **pages,
+			   unsigned long n, struct pinmem_cg *cg, u64 *charge,
+			   s64 *kmem);
+u64 pinmem_folio_del_pages(struct pinmem_folios *fs, struct page **pages,
+			   unsigned long n, s64 *kmem, struct list_head *gone);
 u64 pinmem_folio_remove(struct pinmem_folios *fs, struct pinmem_region *r,
 			s64 *kmem, struct list_head *gone);
 void pinmem_folio_release(struct list_head *gone,

@@ -196,11 +196,13 @@ static long pinmem_ioc_set_limits(struct pinmem_file *f, void __user *uarg)
 /**
  * pinmem_ioc_cgroup() - PINMEM_IOC_CGROUP: read, set or clear a cgroup budget
  * @f: the file (unused)
- * @uarg: struct pinmem_cgroup; the out fields and reserved must be zero
+ * @uarg: struct pinmem_cgroup; reserved must be zero, the out fields (and
+ *	limit_bytes without SET) are ignored
  *
  * Return: 0; -EPERM for SET or CLEAR without CAP_SYS_ADMIN; -EINVAL for
  * unknown or both flags, a path over 4095 bytes or with a NUL, non-zero
- * out or reserved fields, a limit on the root; -ENOENT; -EFAULT; -ENOMEM.
+ * reserved fields, a limit on the root; -ENOENT; -ENOTDIR; -EFAULT;
+ * -ENOMEM.
  */
 static long pinmem_ioc_cgroup(struct pinmem_file *f, void __user *uarg)
 {
@@ -211,12 +213,15 @@ static long pinmem_ioc_cgroup(struct pinmem_file *f, void __user *uarg)
 
 	if (copy_from_user(&cg, uarg, sizeof(cg)))
 		return -EFAULT;
+	/*
+	 * The out fields are ignored on input (ABI 1.4), as PIN's and
+	 * STATS's are, so a struct one GET filled works for the next.
+	 */
 	if ((cg.flags & ~both) || (cg.flags & both) == both ||
-	    cg.path_len > PINMEM_CGROUP_PATH_MAX || cg.pinned_bytes ||
-	    cg.peak_bytes || cg.refused || cg.cgroup_id ||
-	    (!(cg.flags & PINMEM_CGROUP_SET) && cg.limit_bytes) ||
-	    !pinmem_reserved_zero(&cg))
+	    cg.path_len > PINMEM_CGROUP_PATH_MAX || !pinmem_reserved_zero(&cg))
 		return -EINVAL;
+	if (!(cg.flags & PINMEM_CGROUP_SET))
+		cg.limit_bytes = 0;
 	if (cg.flags && !capable(CAP_SYS_ADMIN))
 		return -EPERM;
 	path = memdup_user_nul(u64_to_user_ptr(cg.path), cg.path_len);

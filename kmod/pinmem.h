@@ -27,9 +27,13 @@ struct user_struct;
 
 /**
  * struct pinmem_acct - use and history of one budget (global, user or file)
- * @pinned_bytes: bytes charged now
- * @peak_bytes: highest @pinned_bytes seen
- * @regions: regions held now
+ * @pinned_bytes: bytes charged now, @reserved_bytes included
+ * @reserved_bytes: bytes of @pinned_bytes that PINs in progress reserved
+ *	for the chunk they are pinning (its worst case, settled to what its
+ *	pages keep allocated once they are known)
+ * @peak_bytes: highest @pinned_bytes seen without reservations
+ * @regions: regions held now (PINs that succeeded, not yet released)
+ * @pinning: PINs in progress, each holding a region of the caps
  * @pins: successful PINs
  * @unpins: regions released
  * @refused_global: PINs refused by the global budget
@@ -44,8 +48,10 @@ struct user_struct;
  */
 struct pinmem_acct {
 	u64 pinned_bytes;
+	u64 reserved_bytes;
 	u64 peak_bytes;
 	u64 regions;
+	u64 pinning;
 	u64 pins;
 	u64 unpins;
 	u64 refused_global;
@@ -75,15 +81,15 @@ struct pinmem_acct {
  *	from the reason the PIN gave up with), for STATS and the stats file
  *	only (the refusal is counted with the id the refused PIN got back, as
  *	other threads may refuse meanwhile); budget lock
- * @fallback_lock: held by a PIN that pins before it is charged (a range a
- *	budget refused that may lie in large folios the file holds) until its
- *	pages are charged or unpinned, so one such PIN at a time holds pins
- *	not charged yet
  * @folios: large folios this file holds pins in (kmod/folio.c), each charged
  *	once; guarded by @lock
  * @comm: the opener's name at open time
- * @uid: the opener's uid, the user every PIN through this file is charged to
- * @user: the per-user budget entry of @uid (a reference held while open)
+ * @uid: the opener's uid, shown in the stats file and deciding who sees it
+ * @budget_uid: the user every PIN through this file is charged to: the
+ *	real user behind the opener's user namespaces
+ *	(pinmem_budget_current_user())
+ * @user: the per-user budget entry of @budget_uid (a reference held while
+ *	open)
  * @acct: this file's counters; budget lock
  * @node: entry in the list of open files; pinmem_files_lock
  */
@@ -96,10 +102,10 @@ struct pinmem_file {
 	struct user_struct *ustruct;
 	u64 cg_id;
 	u64 cg_refuser;
-	struct mutex fallback_lock;
 	struct pinmem_folios folios;
 	char comm[TASK_COMM_LEN];
 	kuid_t uid;
+	kuid_t budget_uid;
 	struct pinmem_user *user;
 	struct pinmem_acct acct;
 	struct list_head node;
@@ -119,6 +125,7 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg);
  * @tgid: the opener's thread group (a reference, put by
  *	pinmem_files_snapshot_free())
  * @uid: the opener's uid
+ * @budget_uid: the user the file's pins are charged to
  * @comm: the opener's name at open time
  * @acct: the file's counters
  * @mm_pinned_bytes: the owner's mm->pinned_vm in bytes
@@ -126,6 +133,7 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg);
 struct pinmem_file_view {
 	struct pid *tgid;
 	kuid_t uid;
+	kuid_t budget_uid;
 	char comm[TASK_COMM_LEN];
 	struct pinmem_acct acct;
 	u64 mm_pinned_bytes;

@@ -13,6 +13,7 @@
  */
 #include <linux/delay.h>
 #include <linux/fs.h>
+#include <linux/hugetlb.h>
 #include <linux/hugetlb_inline.h>
 #include <linux/magic.h>
 #include <linux/mm.h>
@@ -78,8 +79,19 @@ static size_t pinmem_kmem_size(size_t size)
 #endif
 }
 
-/* Pages pinned per GUP call: one page of page pointers. */
-#define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
+/*
+ * A regular file of tmpfs (shmem): tmpfs, memfd, shared anonymous memory
+ * and SysV shm.  The file system's magic alone would also let through the
+ * device nodes of devtmpfs (the same magic), whose mapping is a block
+ * device's page cache; a regular file's pages are its own inode's.
+ */
+static bool pinmem_file_is_shmem(struct file *file)
+{
+	struct inode *inode = file_inode(file);
+
+	return S_ISREG(inode->i_mode) && inode->i_sb->s_magic == TMPFS_MAGIC &&
+	       file->f_mapping == inode->i_mapping;
+}
 
 /*
  * Only memory that may be pinned long-term on every supported kernel:
@@ -92,8 +104,7 @@ static int pinmem_vma_check(struct vm_area_struct *vma)
 	if (vma->vm_flags & (VM_IO | VM_PFNMAP))
 		return -EOPNOTSUPP;
 	if (vma->vm_file && !vma_is_anonymous(vma) &&
-	    !is_vm_hugetlb_page(vma) &&
-	    file_inode(vma->vm_file)->i_sb->s_magic != TMPFS_MAGIC)
+	    !is_vm_hugetlb_page(vma) && !pinmem_file_is_shmem(vma->vm_file))
 		return -EOPNOTSUPP;
 	if (!(vma->vm_flags & VM_WRITE))
 		return -EACCES;
@@ -125,9 +136,8 @@ static int pinmem_range_check(struct mm_struct *mm, unsigned long addr,
  * @addr: page-aligned user address
  * @len: non-zero page multiple; the range does not wrap
  *
- * Lets PIN refuse a range before it charges any budget; on kernels whose
- * GUP does not refuse what pinmem must not pin, pinning checks each chunk
- * again under the lock it pins with (see PINMEM_PIN_LOCKED).
+ * Lets PIN refuse a range before it charges any budget; each chunk is
+ * checked again under the lock it is pinned with (pinmem_region_pin_chunk()).
  *
  * Return: 0; -EFAULT for a hole; -EACCES for a mapping without write
  * permission; -EOPNOTSUPP for I/O, PFN or file-backed mappings other than
@@ -168,11 +178,7 @@ struct pinmem_region *pinmem_region_alloc(unsigned long addr,
 
 static bool pinmem_page_is_huge(struct page *page)
 {
-#ifdef PINMEM_HAVE_PAGE_FOLIO
 	return folio_size(page_folio(page)) >= PMD_SIZE;
-#else
-	return (PAGE_SIZE << compound_order(compound_head(page))) >= PMD_SIZE;
-#endif
 }
 
 /* Extend the last run by @page, or start a new run; -ENOMEM. */
@@ -210,131 +216,98 @@ static int pinmem_region_record(struct pinmem_region *r, struct page *page)
 	return 0;
 }
 
-/* Record @n freshly pinned pages; on failure unpin those not recorded. */
-static int pinmem_region_add(struct pinmem_region *r, struct page **pages,
-			     unsigned long n)
+/**
+ * pinmem_region_add() - record pages pinned by pinmem_region_pin_chunk()
+ * @r: the region; the pages are the next @n of its range
+ * @pages: the pages
+ * @n: how many
+ * @recorded: out: how many were recorded (all of them on success); the
+ *	others are neither recorded nor unpinned
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int pinmem_region_add(struct pinmem_region *r, struct page **pages,
+		      unsigned long n, unsigned long *recorded)
 {
 	unsigned long i;
-	int ret;
+	int ret = 0;
 
 	for (i = 0; i < n; i++) {
 		ret = pinmem_region_record(r, pages[i]);
-		if (ret) {
-			unpin_user_pages(pages + i, n - i);
-			return ret;
-		}
+		if (ret)
+			break;
 		r->pinned++;
 		if (pinmem_page_is_huge(pages[i]))
 			r->huge_bytes += PAGE_SIZE;
 	}
-	return 0;
+	*recorded = i;
+	return ret;
 }
 
 /*
- * Before 6.5 (pin_user_pages() still took a vmas argument) GUP long-term
- * pins page cache pages of regular files, which writeback does not expect,
- * and while hugetlb is walked by follow_hugetlb_page() (6.1; gone in later
- * kernels) it WARNs on hugetlb pages in ZONE_MOVABLE.  There each chunk is checked and pinned
- * under one hold of the mmap lock, as io_uring did on those kernels, so a
- * racing mmap() cannot slip in a mapping that must not be pinned.  Later
- * kernels refuse such mappings in GUP itself, GUP-fast included, and the
- * range checked by pinmem_region_check() is pinned with
- * pin_user_pages_fast(), as DESIGN.md prefers.
+ * Kernels that still walk hugetlb mappings with follow_hugetlb_page() (6.1;
+ * gone in later kernels) WARN and fail a FOLL_LONGTERM pin of a hugetlb page
+ * in ZONE_MOVABLE (it grabs the page with a check meant for GUP-fast).  Pin
+ * hugetlb stretches without FOLL_LONGTERM there, which changes nothing else
+ * for hugetlb, and refuse every page it would have had to migrate:
+ * ZONE_MOVABLE, CMA and isolated pageblocks, by the kernel's own test
+ * (folio_is_longterm_pinnable(), see kmod/conftest.sh).
  */
-#if defined(PINMEM_PIN_USER_PAGES_HAS_VMAS) || \
-	defined(PINMEM_HUGETLB_LONGTERM_WARNS)
-#define PINMEM_PIN_LOCKED 1
+#ifdef PINMEM_HUGETLB_LONGTERM_WARNS
+static bool pinmem_hugetlb_unpinnable(struct page *page, unsigned int flags)
+{
+	return !(flags & FOLL_LONGTERM) && !pinmem_longterm_pinnable(page);
+}
+#else
+static bool pinmem_hugetlb_unpinnable(struct page *page, unsigned int flags)
+{
+	return false;
+}
 #endif
 
-#ifdef PINMEM_PIN_LOCKED
-#ifdef PINMEM_HUGETLB_LONGTERM_WARNS
 /*
- * This kernel WARNs and fails on a FOLL_LONGTERM pin of a hugetlb page in
- * ZONE_MOVABLE (follow_hugetlb_page() grabs it with a check meant for
- * GUP-fast).  Pin hugetlb stretches without FOLL_LONGTERM, which changes
- * nothing else for hugetlb, and refuse every page it would have had to
- * migrate: ZONE_MOVABLE, CMA and isolated pageblocks, by the kernel's own
- * test (folio_is_longterm_pinnable(), is_longterm_pinnable_page() on older
- * kernels, see kmod/conftest.sh).
- * Clamps *@n to the first stretch of hugetlb or other VMAs.  Returns the
- * pin flags for that stretch.
+ * The first stretch of [addr, addr + *n pages) whose VMAs all pin alike
+ * (hugetlb or not, see above; one page size), clamping *n to it; the mmap
+ * lock is held and the range was checked.  Sets *@folio_bytes to the largest
+ * folio a page of the stretch may sit in: the hugetlb page size, else a PMD
+ * where large folios exist (THP, mTHP, large shmem folios; a page moved by
+ * mremap() may belong to any of them), else a page.  Returns the pin flags.
  */
-static unsigned int pinmem_hugetlb_flags(struct mm_struct *mm,
-					 unsigned long addr, unsigned long *n)
+static unsigned int pinmem_chunk_shape(struct mm_struct *mm,
+				       unsigned long addr, unsigned long *n,
+				       u64 *folio_bytes)
 {
 	unsigned long end = addr + (*n << PAGE_SHIFT), cur = addr;
 	struct vm_area_struct *vma = find_vma(mm, addr);
+	unsigned long size = vma_kernel_pagesize(vma);
 	bool hugetlb = is_vm_hugetlb_page(vma);
 
 	while (vma && vma->vm_start < end &&
-	       is_vm_hugetlb_page(vma) == hugetlb) {
+	       is_vm_hugetlb_page(vma) == hugetlb &&
+	       vma_kernel_pagesize(vma) == size) {
 		cur = vma->vm_end;
 		vma = find_vma(mm, cur);
 	}
 	if (cur < end)
 		*n = (cur - addr) >> PAGE_SHIFT;
-	return hugetlb ? FOLL_WRITE : FOLL_WRITE | FOLL_LONGTERM;
-}
-
-static long pinmem_hugetlb_check(struct page **pages, long got,
-				 unsigned int flags)
-{
-	long i;
-
-	if (got <= 0 || (flags & FOLL_LONGTERM))
-		return got;
-	for (i = 0; i < got; i++) {
-		if (!pinmem_longterm_pinnable(pages[i])) {
-			unpin_user_pages(pages, got);
-			return -EOPNOTSUPP;
-		}
-	}
-	return got;
-}
-#else
-static unsigned int pinmem_hugetlb_flags(struct mm_struct *mm,
-					 unsigned long addr, unsigned long *n)
-{
+	if (hugetlb)
+		*folio_bytes = size;
+	else
+		*folio_bytes = IS_ENABLED(CONFIG_TRANSPARENT_HUGEPAGE) ?
+			       PMD_SIZE : PAGE_SIZE;
+#ifdef PINMEM_HUGETLB_LONGTERM_WARNS
+	if (hugetlb)
+		return FOLL_WRITE;
+#endif
 	return FOLL_WRITE | FOLL_LONGTERM;
 }
 
-static long pinmem_hugetlb_check(struct page **pages, long got,
-				 unsigned int flags)
-{
-	return got;
-}
-#endif
-
-/* Pin up to @n pages at @addr; returns the pages pinned or an error. */
-static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
-			     unsigned long n, struct page **pages)
-{
-	unsigned int flags;
-	long ret;
-
-	if (mmap_read_lock_killable(mm))
-		return -EINTR;
-	ret = pinmem_range_check(mm, addr, addr + (n << PAGE_SHIFT));
-	if (!ret) {
-		flags = pinmem_hugetlb_flags(mm, addr, &n);
-		ret = pinmem_pin_user_pages(addr, n, flags, pages);
-		ret = pinmem_hugetlb_check(pages, ret, flags);
-	}
-	mmap_read_unlock(mm);
-	return ret;
-}
-#else
 /*
- * Here the range checked by pinmem_region_check() is pinned without the
- * mmap lock (pin_user_pages_fast(), about 3x faster than pinning each chunk
- * under the lock), so a racing mmap(MAP_FIXED) may have put another mapping
- * there since the check.  GUP refuses most of what pinmem must not pin
- * (I/O and PFN mappings, read-only mappings, file pages that need
- * writeback: -EFAULT), but not every file mapping without writeback
- * (ramfs).  What matters is what ends up pinned, and that is checked page
- * by page: every page must be anonymous, shmem (both swap-backed) or
- * hugetlb, the memory the uapi allows; anything else is unpinned and
- * refused with -EOPNOTSUPP, as the check would have.
+ * Only what the uapi lists may stay pinned: anonymous, shmem (both
+ * swap-backed) and hugetlb pages.  The VMAs were checked under the same
+ * mmap lock, so this is a second line: it also holds where a kernel's GUP
+ * would pin what the VMA check let through (page cache of a device node on
+ * a tmpfs-like file system, say).
  */
 static bool pinmem_page_allowed(struct page *page)
 {
@@ -344,105 +317,100 @@ static bool pinmem_page_allowed(struct page *page)
 	       folio_test_hugetlb(folio);
 }
 
-static long pinmem_pin_chunk(struct mm_struct *mm, unsigned long addr,
-			     unsigned long n, struct page **pages)
+/*
+ * Every FOLL_PIN pin of a small folio adds GUP_PIN_COUNTING_BIAS (1024) to
+ * its reference count, and a page mapped at many addresses (a memfd page
+ * mapped 65,000 times) pinned by many regions is charged only 4 KiB per
+ * pin: some 2^21 pins would take the count past INT_MAX, where GUP WARNs
+ * (a panic with panic_on_warn) and refuses every further pin of the page.
+ * pinmem refuses a pin that leaves a folio's count above this ceiling.
+ * Chunks are pinned and checked one at a time (pinmem_gup_lock), and one
+ * chunk adds at most PINMEM_CHUNK * 1024 = 2^19 to any count, so pins
+ * through pinmem never take a count past 2^30 + 2^19: half the range is
+ * left to everyone else.
+ */
+#define PINMEM_FOLIO_REFS_MAX	(1 << 30)
+
+static DEFINE_MUTEX(pinmem_gup_lock);
+
+/* Pin @n pages at @addr with @flags and check them; the mmap lock is held. */
+static long pinmem_gup(unsigned long addr, unsigned long n,
+		       unsigned int flags, struct page **pages)
 {
 	long got, i;
+	int err = 0;
 
-	got = pin_user_pages_fast(addr, n, FOLL_WRITE | FOLL_LONGTERM, pages);
-	for (i = 0; i < got; i++) {
-		if (!pinmem_page_allowed(pages[i])) {
-			unpin_user_pages(pages, got);
-			return -EOPNOTSUPP;
-		}
+	if (mutex_lock_killable(&pinmem_gup_lock))
+		return -EINTR;
+	got = pinmem_pin_user_pages(addr, n, flags, pages);
+	for (i = 0; i < got && !err; i++) {
+		if (!pinmem_page_allowed(pages[i]) ||
+		    pinmem_hugetlb_unpinnable(pages[i], flags))
+			err = -EOPNOTSUPP;
+		else if (folio_ref_count(page_folio(pages[i])) >
+			 PINMEM_FOLIO_REFS_MAX)
+			err = -ETOOMANYREFS;
 	}
-	return got;
-}
-#endif /* PINMEM_PIN_LOCKED */
-
-/*
- * A long-term pin first migrates pages out of ZONE_MOVABLE and CMA, and GUP
- * fails with -ENOMEM when that migration fails, which happens for a moment
- * when another thread pins the same pages at the same time.  Try again a
- * few times; if it persists, say -EAGAIN as mlock(2) does, because ENOMEM
- * tells pinmem's callers that RLIMIT_MEMLOCK refused.
- */
-#define PINMEM_PIN_TRIES	10
-
-static long pinmem_pin_retry(struct mm_struct *mm, unsigned long addr,
-			     unsigned long n, struct page **pages)
-{
-	long got;
-	int i;
-
-	for (i = 1; ; i++) {
-		got = pinmem_pin_chunk(mm, addr, n, pages);
-		if (got != -ENOMEM && got != -EAGAIN)
-			return got;
-		if (i == PINMEM_PIN_TRIES)
-			return -EAGAIN;
-		if (fatal_signal_pending(current))
-			return -EINTR;
-		if (i == 1)
-			cond_resched();
-		else
-			msleep(1);
-	}
+	if (err)
+		unpin_user_pages(pages, got);
+	mutex_unlock(&pinmem_gup_lock);
+	return err ? err : got;
 }
 
 /**
- * pinmem_region_pin() - pin all pages of @r for writing, long-term
- * @r: from pinmem_region_alloc(); the caller runs on the owning mm
+ * pinmem_region_pin_chunk() - pin the next pages of @r, charged first
+ * @r: the region; its next chunk starts after its @r->pinned pages
+ * @pages: room for PINMEM_CHUNK page pointers: the pages pinned
+ * @reserve: called with the mmap lock held before anything is pinned, with the chunk's pages and the largest folio one
+ *	of them may sit in; charges the worst case of as many of those pages
+ *	as the budgets allow and returns how many, 0 to pin nothing
+ * @arg: passed to @reserve
  *
- * Pins in chunks of one page of page pointers, rescheduling between them
- * and stopping on a fatal signal; a short pin continues where it stopped.
- * On failure what was pinned stays recorded in @r for the caller to
- * release with pinmem_region_free().
+ * Checks the chunk's mappings, reserves, pins and checks the pinned pages
+ * under one hold of the mmap lock, so no mapping changes in between: only
+ * what pinmem_region_check() allows is pinned, and the largest folio
+ * @reserve is told of is the largest a page can be in.  GUP never drops
+ * that lock, so a fault only user space could resolve (userfaultfd, which
+ * needs the lock dropped to wait) fails the pin instead of stalling it,
+ * and no GUP waits on user space while it holds pins beyond what @reserve
+ * charged.  The pages are not recorded in @r yet: see pinmem_region_add().
  *
- * Return: 0; -EINTR on a fatal signal; -ENOMEM (bookkeeping); -EAGAIN when
- * pages could not be migrated for the pin; -EFAULT, -EACCES or
- * -EOPNOTSUPP when the mapping changed since pinmem_region_check() (on
- * kernels that pin with pin_user_pages_fast(), -EFAULT from GUP or
- * -EOPNOTSUPP from the check of the pinned pages);
- * -EOPNOTSUPP for hugetlb pages in ZONE_MOVABLE on kernels that cannot
- * migrate them for a long-term pin; an error of GUP (-EFAULT, -EHWPOISON,
- * ...).
+ * Return: pages pinned (at most what @reserve allowed); 0 when @reserve
+ * returned 0; -EINTR on a fatal signal; -ENOMEM or -EAGAIN when GUP lost a
+ * race migrating the pages (try again); -EFAULT, -EACCES, -EOPNOTSUPP when
+ * the mapping changed since pinmem_region_check() or a pinned page is of a
+ * kind pinmem does not pin; -ETOOMANYREFS (PINMEM_FOLIO_REFS_MAX); an error
+ * of GUP.  Whatever @reserve charged stays charged: the caller settles it.
  */
-int pinmem_region_pin(struct pinmem_region *r)
+long pinmem_region_pin_chunk(struct pinmem_region *r, struct page **pages,
+			     pinmem_reserve_fn reserve, void *arg)
 {
-	struct page **pages;
-	unsigned long n;
+	unsigned long addr = r->addr + (r->pinned << PAGE_SHIFT);
+	struct mm_struct *mm = current->mm;
+	unsigned long n, allowed;
+	unsigned int flags;
+	u64 folio_bytes;
 	long got;
-	int ret = 0;
 
-	pages = kmalloc(PAGE_SIZE, GFP_KERNEL);
-	if (!pages)
-		return -ENOMEM;
-
-	while (r->pinned < r->npages) {
-		if (fatal_signal_pending(current)) {
-			ret = -EINTR;
-			break;
-		}
-		n = min_t(unsigned long, PINMEM_CHUNK, r->npages - r->pinned);
-		got = pinmem_pin_retry(current->mm,
-				       r->addr + (r->pinned << PAGE_SHIFT), n,
-				       pages);
-		if (got <= 0) {
-			ret = got ? got : -EFAULT;
-			break;
-		}
-		ret = pinmem_region_add(r, pages, got);
-		if (ret)
-			break;
-		cond_resched();
-	}
-	kfree(pages);
-	if (ret == -ERESTARTSYS)
-		ret = -EINTR;
-	return ret;
+	n = min_t(unsigned long, PINMEM_CHUNK, r->npages - r->pinned);
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	got = pinmem_range_check(mm, addr, addr + (n << PAGE_SHIFT));
+	if (got)
+		goto out;
+	flags = pinmem_chunk_shape(mm, addr, &n, &folio_bytes);
+	allowed = reserve(arg, n, folio_bytes);
+	if (!allowed)
+		goto out;
+	got = pinmem_gup(addr, min(n, allowed), flags, pages);
+	if (!got)
+		got = -EFAULT;
+	else if (got == -ERESTARTSYS)
+		got = -EINTR;
+out:
+	mmap_read_unlock(mm);
+	return got;
 }
-
 /**
  * pinmem_region_for_each() - walk the pinned pages of @r folio by folio
  * @r: the region; its pages stay pinned during the walk, so their folios
@@ -470,13 +438,8 @@ int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
 			left = pinmem_run_pages(b->runs[i]);
 			while (left) {
 				page = pfn_to_page(pfn);
-#ifdef PINMEM_HAVE_PAGE_FOLIO
 				head = folio_pfn(page_folio(page));
 				nr = folio_nr_pages(page_folio(page));
-#else
-				head = page_to_pfn(compound_head(page));
-				nr = compound_nr(compound_head(page));
-#endif
 				n = min(left, head + nr - pfn);
 				ret = fn(arg, head, nr, pfn, n);
 				if (ret)

@@ -6,10 +6,15 @@
 #define _PINMEM_REGION_H
 
 #include <linux/list.h>
+#include <linux/mm.h>
 #include <linux/types.h>
 
 struct mm_struct;
+struct page;
 struct pinmem_cg;
+
+/* Pages pinned per GUP call at most: one page of page pointers. */
+#define PINMEM_CHUNK	(PAGE_SIZE / sizeof(struct page *))
 
 /**
  * struct pinmem_region - pages pinned by one PIN
@@ -48,11 +53,23 @@ typedef int (*pinmem_region_fn)(void *arg, unsigned long folio_pfn,
 				unsigned long folio_pages, unsigned long pfn,
 				unsigned long n);
 
+/*
+ * Called by pinmem_region_pin_chunk() before it pins up to @npages pages,
+ * each of which may sit in a folio of up to @folio_bytes: returns how many
+ * of them it charged the worst case of (0: none, pin nothing).  Runs under
+ * the mmap lock.
+ */
+typedef unsigned long (*pinmem_reserve_fn)(void *arg, unsigned long npages,
+					   u64 folio_bytes);
+
 int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
 			unsigned long len);
 struct pinmem_region *pinmem_region_alloc(unsigned long addr,
 					  unsigned long npages);
-int pinmem_region_pin(struct pinmem_region *r);
+long pinmem_region_pin_chunk(struct pinmem_region *r, struct page **pages,
+			     pinmem_reserve_fn reserve, void *arg);
+int pinmem_region_add(struct pinmem_region *r, struct page **pages,
+		      unsigned long n, unsigned long *recorded);
 void pinmem_region_free(struct pinmem_region *r, bool dirty);
 int pinmem_region_for_each(struct pinmem_region *r, pinmem_region_fn fn,
 			   void *arg);

@@ -11,7 +11,7 @@
  *   global pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *          unpins N refused_global N refused_user N refused_rlimit N
  *          refused_fault N kmem_bytes N refused_regions N
- *          refused_cgroup N                              (one line)
+ *          refused_cgroup N pinning N reserved_bytes N   (one line)
  *   default_user_limit_bytes N
  *   enforce_rlimit 0|1
  *   max_regions_per_file N
@@ -19,16 +19,26 @@
  *   user uid N pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *        unpins N refused_global N refused_user N refused_rlimit N
  *        refused_fault N overridden 0|1 kmem_bytes N refused_regions N
- *        refused_cgroup N                               (one line per user)
+ *        refused_cgroup N pinning N reserved_bytes N    (one line per user)
  *   cgroup id N pinned_bytes N limit_bytes N peak_bytes N refused N
  *        (one line per cgroup with pins or a limit; N is the cgroup's id,
  *        its inode number on the cgroup2 mount)
  *   hidden_processes N
  *   process pid N uid N comm NAME regions N pinned_bytes N
- *        mm_pinned_bytes N kmem_bytes N                 (one line per open file)
+ *        mm_pinned_bytes N kmem_bytes N opener_uid N    (one line per open file)
+ *
+ * Every line is copied under the budget lock at once, so its numbers agree:
+ * regions == pins - unpins always; a PIN in progress shows in pinning (it
+ * holds a region of the caps) and in pinned_bytes with what it charged so
+ * far, of which reserved_bytes is the worst case of the chunk it is
+ * pinning, not pages known yet.  A user is the real user behind the
+ * opener's user namespaces (the owner of the outermost one, see
+ * include/uapi/pinmem.h); a process line's uid is that user, opener_uid
+ * the uid the process opened /dev/pinmem as.
  *
  * Privacy: a reader whose file was opened without CAP_SYS_ADMIN sees the
- * global line and every user's line, but process lines only of its own uid,
+ * global line and every user's line, but process lines only of its own uid
+ * (as uid or opener_uid),
  * and cgroup lines only of the cgroups its cgroup namespace shows (its root
  * and below; all of them in the initial namespace); processes outside the
  * pid namespace of the proc mount read are never listed.  hidden_processes
@@ -76,12 +86,14 @@ static void pinmem_show_acct(struct seq_file *m, const struct pinmem_acct *a,
 		   a->refused_fault);
 }
 
-/* The ABI 1.1 fields, at the end of the global and user lines. */
+/* The fields added since ABI 1.0, at the end of the global and user lines. */
 static void pinmem_show_acct_more(struct seq_file *m,
 				  const struct pinmem_acct *a)
 {
 	seq_printf(m, " kmem_bytes %llu refused_regions %llu refused_cgroup %llu",
 		   a->kmem_bytes, a->refused_regions, a->refused_cgroup);
+	seq_printf(m, " pinning %llu reserved_bytes %llu", a->pinning,
+		   a->reserved_bytes);
 }
 
 static void pinmem_show_user(struct seq_file *m, const struct pinmem_user_view *v)
@@ -110,7 +122,11 @@ struct pinmem_reader {
 	struct pid_namespace *pid_ns;
 };
 
-/* The pid @v has for @rd, 0 once exited; false when @rd may not see @v. */
+/*
+ * The pid @v has for @rd, 0 once exited; false when @rd may not see @v: a
+ * reader without privilege sees the processes it opened as (its uid) and
+ * those charged to it (its own user namespaces' processes).
+ */
 static bool pinmem_process_visible(const struct pinmem_reader *rd,
 				   const struct pinmem_file_view *v, pid_t *pid)
 {
@@ -118,7 +134,8 @@ static bool pinmem_process_visible(const struct pinmem_reader *rd,
 
 	if (!nr)
 		return false;
-	if (!rd->privileged && !uid_eq(v->uid, rd->uid))
+	if (!rd->privileged && !uid_eq(v->uid, rd->uid) &&
+	    !uid_eq(v->budget_uid, rd->uid))
 		return false;
 	*pid = pid_has_task(v->tgid, PIDTYPE_TGID) ? nr : 0;
 	return true;
@@ -138,10 +155,12 @@ static void pinmem_show_process(struct seq_file *m,
 		strscpy(comm, "_", sizeof(comm));
 
 	seq_printf(m, "process pid %d uid %u comm %s regions %llu", pid,
-		   from_kuid_munged(seq_user_ns(m), v->uid), comm,
+		   from_kuid_munged(seq_user_ns(m), v->budget_uid), comm,
 		   v->acct.regions);
-	seq_printf(m, " pinned_bytes %llu mm_pinned_bytes %llu kmem_bytes %llu\n",
+	seq_printf(m, " pinned_bytes %llu mm_pinned_bytes %llu kmem_bytes %llu",
 		   v->acct.pinned_bytes, v->mm_pinned_bytes, v->acct.kmem_bytes);
+	seq_printf(m, " opener_uid %u\n",
+		   from_kuid_munged(seq_user_ns(m), v->uid));
 }
 
 static int pinmem_show_processes(struct seq_file *m)
@@ -171,31 +190,6 @@ static int pinmem_show_processes(struct seq_file *m)
 	return 0;
 }
 
-/**
- * struct pinmem_cg_snap - a copy of the cgroup entries for the stats file
- * @rows: the copies
- * @cap: entries @rows holds
- * @n: entries seen; more than @cap when @rows was too small
- * @root: only entries at or below this cgroup (pinmem_cg_inside(); 0: all)
- */
-struct pinmem_cg_snap {
-	struct pinmem_cg *rows;
-	size_t cap;
-	size_t n;
-	u64 root;
-};
-
-static void pinmem_cg_copy(const struct pinmem_cg *cg, void *arg)
-{
-	struct pinmem_cg_snap *s = arg;
-
-	if (!pinmem_cg_inside(cg, s->root))
-		return;
-	if (s->n < s->cap)
-		s->rows[s->n] = *cg;
-	s->n++;
-}
-
 /*
  * Cgroup lines: a privileged reader sees every cgroup, any other reader the
  * cgroups of its cgroup namespace (all of them in the initial one): names
@@ -204,35 +198,25 @@ static void pinmem_cg_copy(const struct pinmem_cg *cg, void *arg)
  */
 static int pinmem_show_cgroups(struct seq_file *m)
 {
-	struct pinmem_cg_snap s = {
-		.root = file_ns_capable(m->file, &init_user_ns, CAP_SYS_ADMIN) ?
-			0 : pinmem_cg_ns_root_id(),
-	};
+	u64 root = file_ns_capable(m->file, &init_user_ns, CAP_SYS_ADMIN) ?
+		   0 : pinmem_cg_ns_root_id();
+	struct pinmem_cg *rows;
 	const struct pinmem_cg *cg;
-	size_t i;
+	size_t nr, i;
+	int ret;
 
-	pinmem_cg_prune();	/* no row for the limit of a removed cgroup */
-	for (;;) {
-		s.n = 0;
-		pinmem_budget_enter();
-		pinmem_cg_for_each(pinmem_cg_copy, &s);
-		pinmem_budget_leave();
-		if (s.n <= s.cap)
-			break;
-		kvfree(s.rows);
-		s.cap = s.n + 16;
-		s.rows = kvmalloc_array(s.cap, sizeof(*s.rows), GFP_KERNEL);
-		if (!s.rows)
-			return -ENOMEM;
-	}
-	for (i = 0; i < s.n; i++) {
-		cg = &s.rows[i];
+	pinmem_cg_prune(UINT_MAX);	/* no row for the limit of a removed cgroup */
+	ret = pinmem_cg_snapshot(&rows, &nr, root);
+	if (ret)
+		return ret;
+	for (i = 0; i < nr; i++) {
+		cg = &rows[i];
 		seq_printf(m, "cgroup id %llu pinned_bytes %llu limit_bytes %llu peak_bytes %llu refused %llu\n",
 			   cg->id, cg->pinned_bytes,
 			   cg->limited ? cg->limit : PINMEM_UNLIMITED,
 			   cg->peak_bytes, cg->refused);
 	}
-	kvfree(s.rows);
+	kvfree(rows);
 	return 0;
 }
 
@@ -296,7 +280,7 @@ void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st)
 	struct pinmem_global_view g;
 	struct pinmem_user_view u;
 	struct pinmem_acct a;
-	kuid_t uid = current_uid();
+	kuid_t uid = pinmem_budget_current_user();
 
 	pinmem_budget_global(&g);
 	pinmem_budget_user(uid, &u);

@@ -178,6 +178,10 @@ int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
 		return pm_ctx_error(ctx, err,
 				    "pinning %s was refused: this context already holds %d times as many page pins as a huge page in that range has pages (overlapping pins); unpin some, or pin the buffer once",
 				    ask, PINMEM_FOLIO_MAX_PINS);
+	if (reason == PINMEM_REFUSED_PAGE_REFS)
+		return pm_ctx_error(ctx, err,
+				    "pinning %s was refused: a page in that range is pinned so many times (a page mapped at many addresses, or pinned by many regions) that one more pin would near its reference count's limit; pin each page once",
+				    ask);
 	if (reason == PINMEM_REFUSED_KMEM)
 		return pm_ctx_error(ctx, err,
 				    "pinning %s through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)",

@@ -40,6 +40,29 @@
  * does not get a fresh one.  CAP_IPC_LOCK skips the RLIMIT_MEMLOCK checks,
  * never the charges.
  *
+ * When it is charged (ABI 1.4): before it is pinned.  A PIN pins its range
+ * in chunks; each chunk is first charged the most its pages could keep
+ * allocated (each page in a folio of its own, as large as the mapping
+ * allows: a PMD for anonymous and shmem memory where THP is built in, the
+ * huge page size for hugetlb), then pinned, then charged what its pages
+ * turn out to keep, the rest given back.  Near a limit the chunk shrinks,
+ * down to one page pinned and then charged, one such page per user at a
+ * time.  So what a file has pinned never exceeds what its budgets were
+ * charged, also while a PIN is in progress.  While a PIN runs, pinned_bytes
+ * (and VmPin) include its chunk's reservation, shown as reserved_bytes in
+ * the stats file; peak_bytes leaves reservations out.  A fault that only
+ * user space could resolve (a userfaultfd-registered range) fails the PIN
+ * with EFAULT instead of waiting.
+ *
+ * Who is a user (ABI 1.4): the per-user budget, the per-user region cap and
+ * the stats file's user rows belong to the real user behind the pinning
+ * process's user namespaces: its uid in the initial namespace, or, inside
+ * user namespaces, the owner of the outermost one (the user who made a
+ * rootless container; root for containers root made).  Mapping subordinate
+ * uids does not make a user a new one.  RLIMIT_MEMLOCK is still checked on
+ * the process (mm->pinned_vm) and on the kernel's per-uid locked_vm, as
+ * io_uring's is.
+ *
  * Who may act through a file (ABI 1.1): the file belongs to the process that
  * opened it (its thread group, on the mm it had at open).  Only that process
  * may PIN, UNPIN and list REGIONS (addresses of its address space); any other
@@ -55,7 +78,7 @@
 #include <linux/ioctl.h>
 
 #define PINMEM_ABI_MAJOR	1
-#define PINMEM_ABI_MINOR	3
+#define PINMEM_ABI_MINOR	4
 
 #define PINMEM_DEVICE		"/dev/pinmem"
 #define PINMEM_STATS_PATH	"/proc/driver/pinmem/stats"
@@ -100,6 +123,11 @@
 						 * PINMEM_FOLIO_MAX_PINS pins per
 						 * page of a large folio
 						 * (ETOOMANYREFS; ABI 1.3) */
+#define PINMEM_REFUSED_PAGE_REFS	14	/* a pinned page's reference
+						 * count would come near its
+						 * limit (a page mapped and
+						 * pinned many times;
+						 * ETOOMANYREFS; ABI 1.4) */
 
 /* A limit that never refuses. */
 #define PINMEM_UNLIMITED	(~(__u64)0)
@@ -143,12 +171,13 @@ struct pinmem_version {
  * anonymous, shared anonymous/tmpfs/memfd or hugetlb.  Errors: EINVAL (zero
  * or unaligned length or address, overflow, flags, reserved), EFAULT (not
  * user memory or not mapped), EACCES (not writable, PROT_NONE), EOPNOTSUPP
- * (file-backed or I/O mapping), EPERM (fd used by another process than its
- * opener), EMFILE (a region cap), EINTR (fatal signal while pinning), EAGAIN (the kernel kept
- * losing a race migrating the pages out of movable memory, e.g. while another
- * thread pins the same fresh pages; retry), ETOOMANYREFS (too many
- * overlapping pins of one large folio, see PINMEM_ERR_FOLIO_PINS), a budget
- * errno above.
+ * (file-backed or I/O mapping, device nodes), EPERM (fd used by another
+ * process than its opener), EMFILE (a region cap), EINTR (fatal signal
+ * while pinning), EAGAIN (the kernel kept losing a race migrating the pages
+ * out of movable memory, e.g. while another thread pins the same fresh
+ * pages; retry), ETOOMANYREFS (too many overlapping pins of one large
+ * folio, see PINMEM_ERR_FOLIO_PINS, or of one page:
+ * PINMEM_REFUSED_PAGE_REFS), a budget errno above.
  * Nothing stays pinned or charged on error.
  */
 struct pinmem_pin {
@@ -261,7 +290,9 @@ struct pinmem_counters {
 /**
  * struct pinmem_stats - PINMEM_IOC_STATS
  * @flags: must be zero (in)
- * @uid: the caller's uid, whose budget @user describes (out)
+ * @uid: the user whose budget @user describes: the real user behind the
+ *	caller's user namespaces (see "Who is a user"), as the caller's
+ *	namespace maps it (the overflow uid when it does not) (out)
  * @global: the machine-wide budget (out)
  * @user: the caller's per-user budget (out)
  * @file: this open file; @file.limit_bytes is the RLIMIT_MEMLOCK in force
@@ -354,10 +385,13 @@ struct pinmem_limits {
  * @pinned_bytes: bytes charged to the cgroup and its descendants (out)
  * @peak_bytes: highest @pinned_bytes seen (out)
  * @refused: PINs refused by this cgroup's own limit (out); @peak_bytes and
- *	@refused go back to 0 when a cgroup without a limit loses its last
- *	pin (the module keeps nothing for it then)
+ *	@refused go back to 0 whenever a cgroup without a limit (also one
+ *	whose limit was just cleared) has nothing charged
  * @cgroup_id: the cgroup's id, its inode number on the cgroup2 mount (out)
  * @reserved: must be zero
+ *
+ * From ABI 1.4 the out fields are ignored on input, and @limit_bytes too
+ * without SET, so a struct filled by one GET can be reused for the next.
  *
  * A PIN is charged to the cgroup the pinning task is in at PIN time and to
  * every ancestor; each limit on that path must hold.  A large folio is

@@ -130,6 +130,10 @@ static void reason_names_budget(void **state)
 			 -ETOOMANYREFS);
 	assert_string_equal(pm_ctx_last_error(ctx),
 			    "pinning 2.0 MiB was refused: this context already holds 16 times as many page pins as a huge page in that range has pages (overlapping pins); unpin some, or pin the buffer once");
+	assert_int_equal(pm_refuse_module(ctx, -ETOOMANYREFS, 4096, NULL, PINMEM_REFUSED_PAGE_REFS),
+			 -ETOOMANYREFS);
+	assert_string_equal(pm_ctx_last_error(ctx),
+			    "pinning 4.0 KiB was refused: a page in that range is pinned so many times (a page mapped at many addresses, or pinned by many regions) that one more pin would near its reference count's limit; pin each page once");
 	/* A reason that is no budget: the errno, even if it looks like one. */
 	pm_refuse_module(ctx, -ENOMEM, 4096, NULL, PINMEM_REFUSED_MAPPING);
 	assert_string_equal(pm_ctx_last_error(ctx),
