@@ -2,7 +2,8 @@
 # `make install` / `make uninstall` (PREFIX, DESTDIR), `make dkms-install-src`
 # (the module source for DKMS), and the checks that what gets installed works:
 # version-check, install-check, dkms-check, readme-check, and deps-check
-# (scripts/install-deps.sh).
+# (scripts/install-deps.sh).  mk/71-install-guard.mk checks that these rules
+# touch nothing outside DESTDIR and $(O) (/dev/null above all).
 #
 # Layout under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local):
 #   bin/pinctl bin/pinstream
@@ -108,8 +109,10 @@ endif
 dkms-install-src: $(PM_DKMS_SRCS) dkms.conf
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)
 	$(INSTALL) -d $(DESTDIR)$(DKMSSRCDIR)
-	$(foreach f,$(PM_DKMS_SRCS),$(INSTALL) -D -m 0644 $(f) $(DESTDIR)$(DKMSSRCDIR)/$(f) &&) true
-	chmod 0755 $(addprefix $(DESTDIR)$(DKMSSRCDIR)/,$(filter %.sh,$(PM_DKMS_SRCS))) /dev/null
+	@# Each file gets its mode as it is installed (scripts 0755): no chmod
+	@# with a filler argument, which as root once made /dev/null 0755.
+	$(foreach f,$(PM_DKMS_SRCS),$(INSTALL) -D -m $(if $(filter %.sh,$(f)),0755,0644) \
+		$(f) $(DESTDIR)$(DKMSSRCDIR)/$(f) &&) true
 	sed 's|^PACKAGE_VERSION=.*|PACKAGE_VERSION="$(VERSION)"|' dkms.conf > $(DESTDIR)$(DKMSSRCDIR)/dkms.conf
 
 dkms-uninstall-src:
