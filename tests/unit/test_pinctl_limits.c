@@ -113,6 +113,19 @@ static void put(const char *rel, const char *text)
 	fclose(f);
 }
 
+/* put() for text with NUL bytes. */
+static void put_bytes(const char *rel, const char *data, size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
 static int setup(void **state)
 {
 	char sub[512];
@@ -475,6 +488,244 @@ static void apply_file(void **state)
 	assert_non_null(strstr(err, "limits.conf line 3: 'cgroup' takes PATH SIZE"));
 }
 
+/* A fresh recorder and empty outputs between runs of one test. */
+static void reset(void)
+{
+	memset(&rec, 0, sizeof(rec));
+	rec.abi_major = PINMEM_ABI_MAJOR;
+	rec.abi_minor = PINMEM_ABI_MINOR;
+	fclose(env.out);
+	fclose(env.err);
+	free(out);
+	free(err);
+	env.out = open_memstream(&out, &out_len);
+	env.err = open_memstream(&err, &err_len);
+}
+
+/* limits apply FILE, where FILE holds @len bytes of @text. */
+static int apply_bytes(const char *text, size_t len)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/limits.conf", dir);
+	put_bytes("limits.conf", text, len);
+	return run_sub("apply", path, NULL);
+}
+
+#define APPLY(lit) apply_bytes(lit, sizeof(lit) - 1)
+
+/* Refused: exit 2, not one ioctl, nothing on stdout, @what on stderr. */
+static void assert_refused(int rc, const char *what)
+{
+	assert_int_equal(rc, 2);
+	assert_int_equal(rec.nr, 0);
+	assert_string_equal(out, "");
+	if (!strstr(err, what))
+		fail_msg("stderr '%s' does not say '%s'", err, what);
+	assert_non_null(strchr(err, '\n'));
+	assert_ptr_equal(strchr(err, '\n') + 1, err + strlen(err));	/* one line */
+}
+
+/*
+ * The issue's file: read as a C string it was "global 1", applied as 1
+ * byte (no pins on the node), the bad lines after the NUL never seen.
+ */
+static void apply_nul_byte(void **state)
+{
+	assert_refused(APPLY("global 1\0000M\ncgroup nosuch 1G\nfrobnicate\n"),
+		       "limits.conf line 1: a NUL byte");
+	assert_non_null(strstr(err, "nothing changed\n"));
+	/* anywhere: after good lines, in a comment, at the very end */
+	reset();
+	assert_refused(APPLY("global 1G\ncgroup a 1G\n# x\0y\n"), "limits.conf line 3: a NUL byte");
+	reset();
+	assert_refused(APPLY("global 1G\nuser alice 1G\n\0"), "limits.conf line 3: a NUL byte");
+	reset();
+	assert_refused(APPLY("global 1G\x01\n"), "line 1: control character 0x01");
+	reset();
+	assert_refused(APPLY("global 1G\ncgroup a 1G\x1b[0m\n"), "line 2: control character 0x1b");
+	/* tabs and CRLF line ends are text */
+	reset();
+	assert_int_equal(APPLY("global\t1G\r\ncgroup\ta\t1G\r\n"), 0);
+	assert_int_equal(rec.nr_set, 1);
+	assert_cg(1, "a", PINMEM_CGROUP_SET, GiB);
+}
+
+/* One bad line anywhere, the last included: nothing applied, its number said. */
+static void apply_bad_line_anywhere(void **state)
+{
+	static const struct {
+		const char *text, *what;
+	} cases[] = {
+		{ "global 1G\nuser alice 1G\ncgroup a 1G\nfrobnicate\n", "line 4: unknown setting 'frobnicate'" },
+		{ "global 1G\nuser alice 1G\ncgroup a 1G\nglobal 2G", "line 4: global is given twice" },
+		{ "global 1G\n\n\n# c\ndefault-user 1Q\n", "line 5: invalid size '1Q'" },
+		{ "global 1G\nuser mallory 1G\n", "line 2: unknown user 'mallory'" },
+		{ "cgroup a 1G\nenforce-rlimit maybe\n", "line 2: enforce-rlimit takes on or off" },
+		{ "global 1G\ncgroup a/../c 1G\n", "line 2: cgroup 'a/../c'" },
+		{ "global 1G 2G\n", "line 1: 'global' takes SIZE" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		reset();
+		assert_refused(apply_bytes(cases[i].text, strlen(cases[i].text)), cases[i].what);
+		assert_non_null(strstr(err, "; nothing changed\n"));
+	}
+}
+
+/*
+ * A limit the module would round down to no page at all is a typo unless
+ * written as 0; on the command line and in a file, for every kind of limit.
+ */
+static void zero_needs_explicit_zero(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "--global", "1" }, { "--global", "0%" }, { "--global", "4095" },
+		{ "--global", "1K" }, { "--global", "0.5K" }, { "--default-user", "100" },
+		{ "--user", "alice=1" }, { "--user", "bob=0%" }, { "--cgroup", "a=3K" },
+		{ "--cgroup", "c=0%" },
+	};
+	long page = sysconf(_SC_PAGESIZE);
+	char arg[64];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		reset();
+		assert_refused(run(bad[i][0], bad[i][1], NULL), "less than one page");
+		assert_non_null(strstr(err, "write 0 if that is meant"));
+	}
+	reset();
+	assert_refused(APPLY("global 64G\nuser alice 1\n"), "line 2: size '1' for user");
+	assert_non_null(strstr(err, "allow no pins"));
+
+	/* one page is a limit; more is rounded down by the module */
+	reset();
+	snprintf(arg, sizeof(arg), "%ld", page);
+	assert_int_equal(run("--global", arg, NULL), 0);
+	assert_int_equal(rec.set[0].global_limit, page);
+
+	/* explicit zero: applied, and pinctl says what it does */
+	reset();
+	assert_int_equal(run("--global", "0", "--user", "alice=0G", "--cgroup", "a=0", NULL), 0);
+	assert_int_equal(rec.set[0].global_limit, 0);
+	assert_int_equal(rec.set[0].user_limit, 0);
+	assert_int_equal(rec.set[0].flags, PINMEM_LIMIT_SET_GLOBAL | PINMEM_LIMIT_SET_USER);
+	assert_cg(1, "a", PINMEM_CGROUP_SET, 0);
+	assert_string_equal(out, "set global 0 B (no pins allowed), user alice (uid 1000) 0 B (no pins allowed)\n"
+			    "set cgroup /a 0 B (no pins allowed)\n");
+	reset();
+	assert_int_equal(APPLY("default-user 0\n"), 0);
+	assert_int_equal(rec.set[0].flags, PINMEM_LIMIT_SET_DEFAULT_USER);
+	assert_int_equal(rec.set[0].default_user_limit, 0);
+	assert_string_equal(out, "set default-user 0 B (no pins allowed)\n");
+	reset();
+	assert_int_equal(run("--global", "0", "--dry-run", NULL), 0);
+	assert_int_equal(rec.nr, 0);
+	assert_string_equal(out, "would set global 0 B (no pins allowed)\n");
+}
+
+/*
+ * "No limit" as pinctl.8 spells it (unlimited, any case; none for a
+ * cgroup) and as the module parameters do (U64_MAX, documented in
+ * modprobe.d/pinmem.conf); -1, none elsewhere and infinity are refused
+ * with the spellings that work.
+ */
+static void unlimited_spellings(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "--global", "-1" }, { "--global", "none" }, { "--default-user", "infinity" },
+		{ "--user", "alice=-1" }, { "--user", "alice=None" },
+	};
+
+	assert_int_equal(run("--global", "18446744073709551615", "--default-user", "UNLIMITED",
+			     "--user", "alice=18446744073709551615", "--user", "bob=Unlimited", NULL), 0);
+	assert_int_equal(rec.set[0].global_limit, UINT64_MAX);
+	assert_int_equal(rec.set[0].default_user_limit, UINT64_MAX);
+	assert_int_equal(rec.set[0].user_limit, UINT64_MAX);
+	assert_int_equal(rec.set[1].user_limit, UINT64_MAX);
+	assert_string_equal(out, "set global unlimited, default-user unlimited, user alice (uid 1000) unlimited\n"
+			    "set user bob (uid 1001) unlimited\n");
+	/* a cgroup without a limit has none: each spelling drops it */
+	reset();
+	assert_int_equal(run("--cgroup", "a=18446744073709551615", "--cgroup", "a/b=none",
+			     "--cgroup", "c=unlimited", NULL), 0);
+	assert_cg(3, "a", PINMEM_CGROUP_CLEAR, 0);
+	assert_cg(4, "a/b", PINMEM_CGROUP_CLEAR, 0);
+	assert_cg(5, "c", PINMEM_CGROUP_CLEAR, 0);
+	reset();
+	assert_int_equal(APPLY("global 18446744073709551615\ncgroup a none\ncgroup c 18446744073709551615\n"), 0);
+	assert_int_equal(rec.set[0].global_limit, UINT64_MAX);
+	assert_cg(2, "a", PINMEM_CGROUP_CLEAR, 0);
+	assert_cg(3, "c", PINMEM_CGROUP_CLEAR, 0);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		reset();
+		assert_refused(run(bad[i][0], bad[i][1], NULL), "is not a size for");
+		assert_non_null(strstr(err, "write unlimited for no limit, or 0 to allow no pins"));
+	}
+	reset();
+	assert_refused(run("--global", "18446744073709551616", NULL), "out of range");
+	reset();
+	assert_refused(APPLY("global none\n"), "line 1: 'none' is not a size for global");
+}
+
+/* Cgroup paths with blanks, quotes and backslashes: double quotes in a file. */
+static void apply_quoted(void **state)
+{
+	static const char *const dirs[] = { "a b", "x\"y\\z", "s\\x2dq", "h#1", "sp ace" };
+	static const char conf[] =
+		"cgroup \"a b\" 1G   # a space\n"
+		"cgroup \"x\\\"y\\\\z\" 2G\n"
+		"cgroup \"s\\x2dq\" 3G\n"
+		"cgroup \"h#1\" none # '#' in quotes is no comment\n"
+		"user \"alice\" 1G\n"
+		"cgroup \"/sys/fs/cgroup/sp ace/\" 4G\n";
+	char path[600];
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/sys/fs/cgroup/%s", dir, dirs[i]);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	/* ".." is refused in a quoted path as anywhere: nothing applied */
+	assert_refused(APPLY("cgroup \"a b\" 1G\ncgroup \"s\\x2dq/..\" none\n"),
+		       "line 2: cgroup 's\\x2dq/..'");
+	reset();
+	assert_int_equal(APPLY(conf), 0);
+	assert_int_equal(rec.nr_set, 1);
+	assert_int_equal(rec.set[0].uid, 1000);
+	assert_int_equal(rec.nr_cg, 10);
+	assert_cg(5, "a b", PINMEM_CGROUP_SET, GiB);
+	assert_cg(6, "x\"y\\z", PINMEM_CGROUP_SET, 2 * GiB);
+	assert_cg(7, "s\\x2dq", PINMEM_CGROUP_SET, 3 * GiB);
+	assert_cg(8, "h#1", PINMEM_CGROUP_CLEAR, 0);
+	assert_cg(9, "sp ace", PINMEM_CGROUP_SET, 4 * GiB);
+
+	/* the command line needs no quoting of its own: the shell's does */
+	reset();
+	assert_int_equal(run("--cgroup", "a b=1G", NULL), 0);
+	assert_cg(1, "a b", PINMEM_CGROUP_SET, GiB);
+}
+
+static void apply_bad_quotes(void **state)
+{
+	static const struct {
+		const char *text, *what;
+	} cases[] = {
+		{ "global 1G\ncgroup \"a b 1G\n", "line 2: a quote is not closed" },
+		{ "cgroup \"a b\n\" 1G\n", "line 1: a quote is not closed" },
+		{ "cgroup a\"b 1G\n", "line 1: a quote inside a word" },
+		{ "cgroup \"a\"b 1G\n", "line 1: text right after a closing quote" },
+		{ "cgroup \"a\"# x\n", "line 1: text right after a closing quote" },
+		{ "cgroup a 1G\ncgroup \"\" 1G\n", "line 2: cgroup ''" },
+		{ "cgroup a b c d e\n", "line 1: too many words" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		reset();
+		assert_refused(apply_bytes(cases[i].text, strlen(cases[i].text)), cases[i].what);
+		assert_non_null(strstr(err, "nothing changed\n"));
+	}
+}
+
 /* Paths as operators write them, and what the module is given. */
 static void normalize(void **state)
 {
@@ -547,6 +798,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(cgroup_not_permitted, setup, teardown),
 		cmocka_unit_test_setup_teardown(cgroup_validate_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(apply_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply_nul_byte, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply_bad_line_anywhere, setup, teardown),
+		cmocka_unit_test_setup_teardown(zero_needs_explicit_zero, setup, teardown),
+		cmocka_unit_test_setup_teardown(unlimited_spellings, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply_quoted, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply_bad_quotes, setup, teardown),
 		cmocka_unit_test(normalize),
 	};
 

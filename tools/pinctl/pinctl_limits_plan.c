@@ -24,7 +24,10 @@
 #define CG_V2_NEEDED "cgroup budgets need cgroup v2 (mount cgroup2 at /sys/fs/cgroup, " \
 	"or boot with systemd.unified_cgroup_hierarchy=1)"
 
-/* One line: "pinctl: CMD: [WHERE: ]MESSAGE". */
+/*
+ * One line: "pinctl: CMD: [WHERE: ]MESSAGE"; while a file is read (WHERE
+ * is "FILE line N") it ends "; nothing changed": one bad line refuses all.
+ */
 static void __attribute__((format(printf, 3, 4)))
 perr(const struct pctl_env *env, const struct pctl_plan *plan, const char *fmt, ...)
 {
@@ -34,7 +37,8 @@ perr(const struct pctl_env *env, const struct pctl_plan *plan, const char *fmt, 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	pctl_err(env, "%s: %s%s%s", plan->cmd, plan->where, plan->where[0] ? ": " : "", msg);
+	pctl_err(env, "%s: %s%s%s%s", plan->cmd, plan->where, plan->where[0] ? ": " : "", msg,
+		 plan->where[0] ? "; nothing changed" : "");
 }
 
 struct pctl_plan *pctl_plan_new(const struct pctl_env *env, const char *cmd)
@@ -67,11 +71,49 @@ bool pctl_plan_empty(const struct pctl_plan *plan)
 	return !plan->flags && !plan->nr_users && !plan->nr_cgroups;
 }
 
+static uint64_t page_size(void)
+{
+	long n = sysconf(_SC_PAGESIZE);
+
+	return n > 0 ? (uint64_t)n : 4096;
+}
+
+/* What a limit of @bytes means, after its size in messages: 0 allows no pin. */
+static const char *zero_note(uint64_t bytes)
+{
+	return bytes ? "" : " (no pins allowed)";
+}
+
+/*
+ * A limit: pctl_parse_size()'s sizes, and "no limit" as pinctl.8 lists it
+ * (unlimited, any case) and as the module parameters take it (U64_MAX,
+ * which modprobe.d/pinmem.conf documents).  A size the module would round
+ * down to no page at all ("1", "0%", "1K") is refused unless it is an
+ * explicit zero ("0", "0G"): a typo must not stop every pin on the node.
+ */
 static int size_arg(const struct pctl_env *env, const struct pctl_plan *plan, const char *opt,
 		    const char *arg, uint64_t *bytes)
 {
-	int ret = pctl_parse_size(arg, plan->mem_total, bytes);
+	char a[PCTL_SIZE_LEN], p[PCTL_SIZE_LEN];
+	uint64_t page = page_size();
+	int ret;
 
+	if (!strcmp(arg, "18446744073709551615")) {
+		*bytes = PCTL_UNLIMITED;
+		return 0;
+	}
+	if (!strcmp(arg, "-1") || !strcasecmp(arg, "none") || !strcasecmp(arg, "infinity")) {
+		perr(env, plan, "'%s' is not a size for %s: write unlimited for no limit, or 0 to allow no pins",
+		     arg, opt);
+		return PCTL_EXIT_USAGE;
+	}
+	ret = pctl_parse_size(arg, plan->mem_total, bytes);
+	if (!ret && *bytes != PCTL_UNLIMITED && *bytes < page && (*bytes || strchr(arg, '%'))) {
+		perr(env, plan, "size '%s' for %s is %s, less than one page (%s): the module would round it to 0 and allow no pins; write 0 if that is meant",
+		     arg, opt, pctl_format_size(*bytes, a, sizeof(a)),
+		     pctl_format_size(page, p, sizeof(p)));
+		return PCTL_EXIT_USAGE;
+	}
 	if (!ret)
 		return 0;
 	if (ret == -ERANGE)
@@ -180,6 +222,8 @@ int pctl_plan_cgroup(const struct pctl_env *env, struct pctl_plan *plan, const c
 	op->clear = !size || !strcasecmp(size, "none") || !strcasecmp(size, "unlimited");
 	if (!op->clear && size_arg(env, plan, opt, size, &op->bytes))
 		return PCTL_EXIT_USAGE;
+	if (op->bytes == PCTL_UNLIMITED)
+		op->clear = true;
 	op->path = strdup(norm);
 	if (!op->path) {
 		perr(env, plan, "%s", strerror(ENOMEM));
@@ -211,15 +255,17 @@ static void describe(const struct pctl_plan *plan, unsigned int k, char *buf, si
 		if (op->clear)
 			ADD("cgroup /%s back to no limit", op->path);
 		else
-			ADD("cgroup /%s %s", op->path, pctl_format_size(op->bytes, a, sizeof(a)));
+			ADD("cgroup /%s %s%s", op->path, pctl_format_size(op->bytes, a, sizeof(a)),
+			    zero_note(op->bytes));
 		return;
 	}
 	if (!k) {
 		if (plan->flags & PINMEM_LIMIT_SET_GLOBAL)
-			ADD("%sglobal %s", n ? ", " : "", pctl_format_size(plan->global, a, sizeof(a)));
+			ADD("%sglobal %s%s", n ? ", " : "", pctl_format_size(plan->global, a, sizeof(a)),
+			    zero_note(plan->global));
 		if (plan->flags & PINMEM_LIMIT_SET_DEFAULT_USER)
-			ADD("%sdefault-user %s", n ? ", " : "",
-			    pctl_format_size(plan->def_user, a, sizeof(a)));
+			ADD("%sdefault-user %s%s", n ? ", " : "",
+			    pctl_format_size(plan->def_user, a, sizeof(a)), zero_note(plan->def_user));
 		if (plan->flags & PINMEM_LIMIT_SET_RLIMIT)
 			ADD("%senforce-rlimit %s", n ? ", " : "", plan->enforce ? "on" : "off");
 	}
@@ -229,8 +275,8 @@ static void describe(const struct pctl_plan *plan, unsigned int k, char *buf, si
 		if (op->clear)
 			ADD("%suser %s (uid %u) back to the default", n ? ", " : "", op->name, op->uid);
 		else
-			ADD("%suser %s (uid %u) %s", n ? ", " : "", op->name, op->uid,
-			    pctl_format_size(op->bytes, a, sizeof(a)));
+			ADD("%suser %s (uid %u) %s%s", n ? ", " : "", op->name, op->uid,
+			    pctl_format_size(op->bytes, a, sizeof(a)), zero_note(op->bytes));
 	}
 #undef ADD
 }
