@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.utils.data import Dataset  # noqa: E402
 
+import pinmem  # noqa: E402
 import pinmem.torch as pt  # noqa: E402
 from conftest import (CUDA_STUB as STUB, MODULE_MODE, cuda_stub,  # noqa: E402
                       needs_cuda_stub, pinned_bytes)
@@ -106,6 +107,17 @@ def both(dataset, seed=1234, **kw):
     return out
 
 
+def ring_range(it):
+    """[lo, hi) of the iterator's ring (its slots are consecutive in one mapping)."""
+    ring = it._ring
+    return ring.bufs[0].ptr, ring.bufs[0].ptr + ring.total
+
+
+def in_ring(t, rng):
+    lo, hi = rng
+    return lo <= t.data_ptr() and t.data_ptr() + t.numel() * t.element_size() <= hi
+
+
 @pytest.mark.parametrize("workers", [0, 1, 2])
 @pytest.mark.parametrize("shuffle,drop_last", [(False, False), (True, False), (True, True)])
 def test_same_batches_as_torch_dataloader(workers, shuffle, drop_last):
@@ -135,15 +147,22 @@ def test_same_batches_with_sampler_and_custom_collate():
         assert isinstance(g["y"], numpy.ndarray)
 
 
-def test_batches_are_views_of_the_pinned_ring():
-    loader = pt.DataLoader(Images(), batch_size=8, num_workers=2, module=MODULE_MODE)
-    ring = None
-    for x, y in loader:
-        ring = loader._ring
-        lo, hi = ring.buf.ptr, ring.buf.ptr + ring.buf.nbytes
-        for t in (x, y):
-            assert lo <= t.data_ptr() < hi and t.data_ptr() + t.numel() * t.element_size() <= hi
-    assert ring.buf.pin_mode in ("module", "mlock")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_are_views_of_the_pinned_ring(workers):
+    """The first epoch's first batches (one per worker) come in ordinary memory and size
+    the slots; every later batch, and every batch of the next epoch, views the ring."""
+    loader = pt.DataLoader(Images(), batch_size=8, num_workers=workers, module=MODULE_MODE)
+    for epoch in range(2):
+        it = iter(loader)
+        placed = []
+        for x, y in it:
+            placed.append(it._ring is not None and in_ring(x, ring_range(it))
+                          and in_ring(y, ring_range(it)))
+            mode = it._ring.bufs[0].pin_mode if it._ring is not None else None
+        sizing = max(1, workers) if epoch == 0 else 0
+        assert placed == [False] * sizing + [True] * (5 - sizing), (epoch, placed)
+        assert mode in ("module", "mlock") and loader.pin_mode == mode
+    assert loader._shared.slot_bytes == 4096
     loader.close()
 
 
@@ -191,7 +210,7 @@ def test_batch_bigger_than_a_slot_raises_when_asked(workers):
     with pytest.raises(pt.SlotTooSmallError, match=r"batch 2 needs \d+ bytes but a slot holds \d+; pass slot_bytes="):
         for b in loader:
             got.append(b)
-    assert len(got) == (2 if workers else 1)   # inline, batch 2 is collated ahead of batch 1
+    assert len(got) == 2                             # batches 0 and 1 fit
     loader.close()
     ok = pt.DataLoader(Growing(), batch_size=4, num_workers=1, slot_bytes=400 * 1024,
                        module=MODULE_MODE)
@@ -214,25 +233,39 @@ def test_every_batch_failing_raises_the_first_and_frees_the_ring():
     assert pinned_bytes() == base
 
 
-def test_worker_exception_is_raised_with_its_traceback():
-    class Bad(Images):
-        def __getitem__(self, i):
-            if i == 13:
-                raise ValueError("sample %d is corrupt" % i)
-            return super().__getitem__(i)
-    loader = pt.DataLoader(Bad(), batch_size=4, num_workers=2, module=MODULE_MODE)
+class Bad(Images):
+    def __getitem__(self, i):
+        if i == 13:
+            raise ValueError("sample %d is corrupt" % i)
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_worker_exception_is_raised_for_its_batch_and_iteration_goes_on(workers):
+    """As torch's DataLoader: the batch's exception (the worker's traceback in it), then
+    the next batches; the same batches and the same exception type as torch's."""
     base = pinned_bytes()
-    seen = []
-    with pytest.raises(ValueError) as e:
-        for batch in loader:
-            seen.append(batch[0].shape[0])
-            del batch                                # a batch views the ring
-    assert seen == [4, 4, 4]                         # batches 0-2 arrive before batch 3's error
-    msg = str(e.value)
-    assert "sample 13 is corrupt" in msg and "Traceback" in msg and "in __getitem__" in msg
-    assert "pinmem.torch worker" in msg
-    assert not loader._current_iter().workers                  # the workers were stopped
-    loader.close()
+    runs = []
+    for cls in (torch.utils.data.DataLoader, pt.DataLoader):
+        loader = cls(Bad(), batch_size=4, num_workers=workers)
+        it = iter(loader)
+        seen, errors = [], []
+        while True:
+            try:
+                seen.append(clone(next(it)))
+            except StopIteration:
+                break
+            except ValueError as e:
+                errors.append((len(seen), str(e)))
+        runs.append((seen, errors))
+        del it
+    (want, want_err), (got, got_err) = runs
+    assert len(got) == len(want) == 9 and all(equal(w, g) for w, g in zip(want, got))
+    assert [n for n, _ in got_err] == [n for n, _ in want_err] == [3]
+    msg = got_err[0][1]
+    assert "sample 13 is corrupt" in msg
+    if workers:
+        assert "Traceback" in msg and "in __getitem__" in msg and "DataLoader worker process" in msg
     gc.collect()
     assert pinned_bytes() <= base
 
@@ -276,15 +309,20 @@ def test_worker_death_is_a_clear_error_without_hang_or_pins(how):
     assert pinned_bytes() == base
 
 
-def test_all_slots_held_raises_instead_of_hanging():
-    loader = pt.DataLoader(Images(), batch_size=2, num_workers=1, slots=3, prefetch_factor=1,
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_kept_batches_never_raise_and_keep_their_values(workers):
+    """Every batch kept (all_labels.append(y)): once every slot is held, batches come in
+    ordinary memory with one warning; the values are torch's."""
+    want = [b for b in torch.utils.data.DataLoader(Images(), batch_size=2, num_workers=workers)]
+    loader = pt.DataLoader(Images(), batch_size=2, num_workers=workers, slots=3,
                            module=MODULE_MODE)
     kept = []
-    with pytest.raises(RuntimeError, match="held by batches still referenced"):
+    with pytest.warns(pt.PinningWarning, match="all 3 slots of the batch ring are held") as rec:
         run_guarded(lambda: [kept.append(b) for b in loader])
-    assert len(kept) == 3
+    assert len([w for w in rec if "slots of the batch ring are held" in str(w.message)]) == 1
+    assert len(kept) == len(want) == 19 and all(equal(w, g) for w, g in zip(want, kept))
     kept.clear()
-    assert sum(1 for _ in loader) == 19              # usable again once they are dropped
+    assert sum(1 for _ in loader) == 19              # and the next epoch is on the ring again
     loader.close()
 
 
@@ -292,10 +330,13 @@ def test_no_pinned_bytes_after_close_or_gc():
     base = pinned_bytes()
     loader = pt.DataLoader(Images(n=64, shape=(3, 64, 64)), batch_size=16, num_workers=2,
                            module=MODULE_MODE)
+    during = 0
     for b in loader:
-        pass
-    assert pinned_bytes() - base >= loader.slot_bytes * 6
+        during = max(during, pinned_bytes() - base)
+    slot = loader._shared.slot_bytes
+    assert during >= slot * 6
     held = b
+    assert pinned_bytes() - base == slot              # the epoch ended: only b's slot is left
     loader.close()
     assert pinned_bytes() > base                      # a batch still views the ring
     del b, held
@@ -305,7 +346,7 @@ def test_no_pinned_bytes_after_close_or_gc():
                            module=MODULE_MODE)
     it = iter(loader)
     x, y = next(it)
-    pids = [w.pid for w in loader._current_iter().workers]
+    pids = [w.pid for w in it._workers]
     del x, y, it, loader
     gc.collect()
     assert pinned_bytes() == base
@@ -392,10 +433,10 @@ def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
     tensors went), also when this thread's current device is another GPU."""
     cuda_stub(4)
     fake_cuda(monkeypatch, current=0)
-    ctx = pt._pinmem.Context(module=MODULE_MODE, backend="cuda", cuda_library=STUB, cuda_device=3)
-    loader = pt.DataLoader(Images(n=24), batch_size=4, slots=2, ctx=ctx)
+    ctx = pinmem.Context(module=MODULE_MODE, backend="cuda", cuda_library=STUB, cuda_device=3)
+    loader = pt.DataLoader(Images(n=24), batch_size=4, slots=2, ctx=ctx, slot_bytes=4096)
     it = iter(loader)
-    ring = loader._ring
+    ring = it._ring
     seen = []
     for x, y in it:
         seen.append(x.data_ptr())
@@ -408,6 +449,15 @@ def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
     assert {e.device for e in FakeEvent.made} == {3}        # on the ring's GPU, not this thread's
     loader.close()
     ctx.close()
+
+
+def ring_device(loader):
+    """The GPU the loader's next ring is registered with."""
+    it = iter(loader)
+    next(it)                              # the first batch sizes the ring
+    dev = it._ring.device
+    del it
+    return dev
 
 
 @needs_cuda_stub
@@ -424,8 +474,8 @@ def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
         lib.cudaSetDevice(3)             # what torch.cuda.set_device(3) leaves behind
         loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
         got["batches"] = len([b for b in loader])
-        got["ring"] = loader._ring.device
-        got["ctx"] = loader._ctx.info()["cuda_device"]
+        got["ring"] = ring_device(loader)
+        got["ctx"] = loader._shared.ctx.info()["cuda_device"]
         loader.close()
     t = threading.Thread(target=rank3)
     t.start()
@@ -436,19 +486,19 @@ def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "6")
     loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
     assert len([b for b in loader]) == 2
-    assert loader._ring.device == torch.device("cuda", 6)
+    assert ring_device(loader) == torch.device("cuda", 6)
     loader.close()
     # ... unless the process sees one GPU (Slurm, Kubernetes): that one, device 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5f3a")
     loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
     assert len([b for b in loader]) == 2
-    assert loader._ring.device == torch.device("cuda", 0)
+    assert ring_device(loader) == torch.device("cuda", 0)
     loader.close()
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     fake_cuda(monkeypatch, current=5)
     loader = pt.DataLoader(Images(n=8), batch_size=4, module=MODULE_MODE)
     assert len([b for b in loader]) == 2
-    assert loader._ring.device == torch.device("cuda", 5)
+    assert ring_device(loader) == torch.device("cuda", 5)
     loader.close()
 
 
@@ -463,12 +513,12 @@ class Slow(torch.utils.data.Dataset):
 loader = pt.DataLoader(Slow(), batch_size=4, num_workers=2, module=sys.argv[1])
 it = iter(loader)
 next(it)
-print("PIDS", *[w.pid for w in loader._current_iter().workers], flush=True)
+print("PIDS", *[w.pid for w in it._workers], flush=True)
 try:
     for b in it:
         pass
 except KeyboardInterrupt:
-    print("INTERRUPTED", loader._current_iter().workers == [], flush=True)
+    print("INTERRUPTED", it._workers == [], flush=True)
     raise
 """
 
@@ -564,7 +614,7 @@ def test_iterable_dataset_len_and_epochs_with_persistent_workers():
     for epoch in range(3):
         got = [clone(b) for b in lo]
         assert len(got) == len(want) and all(equal(w, g) for w, g in zip(want, got)), epoch
-        now = [w.pid for w in lo._current_iter().workers]
+        now = [w.pid for w in lo._iterator._workers]
         assert pids is None or now == pids     # the same processes, a new iterator each epoch
         pids = now
     lo.close()
@@ -600,6 +650,3 @@ def test_every_torch_dataloader_argument_is_accepted():
                            module=MODULE_MODE)
         assert sum(len(y) for _, y in lo) == 37
         lo.close()
-    for bad in ("spawn", multiprocessing.get_context("forkserver")):
-        with pytest.raises(ValueError, match="workers are forked"):
-            pt.DataLoader(Images(), num_workers=1, multiprocessing_context=bad)
