@@ -17,6 +17,7 @@
 #include "pinctl.h"
 
 #define CAP_IPC_LOCK_BIT 14
+#define CAP_SYS_RESOURCE_BIT 24
 #define LOW_MEMLOCK (1ULL << 30)
 
 enum { CK_OK, CK_INFO, CK_WARN, CK_FAIL };
@@ -32,10 +33,17 @@ struct check {
 
 enum { C_MODULE, C_DEVICE, C_MEMLOCK, C_THP, C_HUGETLB, C_IOURING, C_CUDA, NR_CHECKS };
 
-/* Who "this user" is: the recorded or real /proc/self/status. */
+/*
+ * Who "this user" is: the recorded or real /proc/self/status.  With
+ * CAP_IPC_LOCK in its effective set RLIMIT_MEMLOCK does not bind it (mlock,
+ * io_uring and pinmem skip the check; root normally has it, root in a
+ * container often not); with CAP_SYS_RESOURCE it may raise its own hard
+ * limit.
+ */
 struct self_info {
 	uint32_t uid;
 	bool ipc_lock;
+	bool sys_resource;
 };
 
 static void self_read(const struct pctl_env *env, struct self_info *self)
@@ -45,14 +53,17 @@ static void self_read(const struct pctl_env *env, struct self_info *self)
 
 	self->uid = getuid();
 	self->ipc_lock = false;
+	self->sys_resource = false;
 	if (pctl_read_at(env->proc_root, "self/status", &text, NULL))
 		return;
 	p = strstr(text, "\nUid:");
 	if (p)
 		sscanf(p + 5, "%u", &self->uid);
 	p = strstr(text, "\nCapEff:");
-	if (p && sscanf(p + 8, "%llx", &cap) == 1)
+	if (p && sscanf(p + 8, "%llx", &cap) == 1) {
 		self->ipc_lock = cap & (1ULL << CAP_IPC_LOCK_BIT);
+		self->sys_resource = cap & (1ULL << CAP_SYS_RESOURCE_BIT);
+	}
 	free(text);
 }
 
@@ -118,6 +129,34 @@ static void check_device(const struct pctl_env *env, struct check *ck, int dev_r
 		ADVISE(ck, "the device does not answer GET_VERSION: is it the pinmem device?");
 }
 
+/*
+ * The way out of a soft RLIMIT_MEMLOCK below @need: the process itself when
+ * the hard limit allows it or it has CAP_SYS_RESOURCE, else an admin.
+ */
+static void advise_memlock(struct check *ck, const struct self_info *self, uint64_t hard,
+			   uint64_t need)
+{
+	char h[PCTL_SIZE_LEN];
+
+	if (hard == PCTL_UNLIMITED)
+		ADVISE(ck, "the hard limit is unlimited: raise the soft one before starting the job: ulimit -l unlimited");
+	else if (hard >= need)
+		ADVISE(ck, "the hard limit is %s: raise the soft one before starting the job: ulimit -l %llu",
+		       pctl_format_size(hard, h, sizeof(h)), (unsigned long long)(hard / 1024));
+	else if (self->sys_resource)
+		ADVISE(ck, "this process has CAP_SYS_RESOURCE and may raise its hard limit too: ulimit -l unlimited (or prlimit --memlock=unlimited)");
+	else if (self->uid == 0)
+		ADVISE(ck, "give it CAP_IPC_LOCK (docker run --cap-add IPC_LOCK) or raise the limit (docker --ulimit memlock=-1, LimitMEMLOCK= in a systemd unit)");
+	else
+		ADVISE(ck, "raise it: memlock in /etc/security/limits.conf, LimitMEMLOCK= in a systemd unit, docker --ulimit memlock=-1");
+}
+
+/* Why a process some would expect to be exempt is bound: root without the capability. */
+static const char *bound_note(const struct self_info *self)
+{
+	return self->uid == 0 ? " (root without CAP_IPC_LOCK, as in a container, is bound by it)" : "";
+}
+
 static void check_memlock(const struct pctl_env *env, struct check *ck,
 			  const struct pctl_snapshot *snap, const struct self_info *self)
 {
@@ -130,9 +169,13 @@ static void check_memlock(const struct pctl_env *env, struct check *ck,
 	}
 	pctl_format_size(soft, a, sizeof(a));
 	if (!snap->module) {
-		if (soft != PCTL_UNLIMITED && soft < LOW_MEMLOCK) {
-			SET(ck, CK_WARN, "RLIMIT_MEMLOCK %s caps the mlock fallback used without pinmem", a);
-			ADVISE(ck, "raise it: memlock in /etc/security/limits.conf, LimitMEMLOCK= in a systemd unit, docker --ulimit memlock=-1");
+		if (self->ipc_lock && soft != PCTL_UNLIMITED) {
+			SET(ck, CK_OK, "CAP_IPC_LOCK: RLIMIT_MEMLOCK %s does not cap the mlock fallback used without pinmem",
+			    a);
+		} else if (!self->ipc_lock && soft != PCTL_UNLIMITED && soft < LOW_MEMLOCK) {
+			SET(ck, CK_WARN, "RLIMIT_MEMLOCK %s caps the mlock fallback used without pinmem%s",
+			    a, bound_note(self));
+			advise_memlock(ck, self, hard, LOW_MEMLOCK);
 		} else {
 			SET(ck, CK_OK, "RLIMIT_MEMLOCK %s (caps the mlock fallback used without pinmem)", a);
 		}
@@ -148,16 +191,17 @@ static void check_memlock(const struct pctl_env *env, struct check *ck,
 	if (!budget) {
 		SET(ck, CK_FAIL, "the pinmem budget of uid %u is 0: every pin is refused", self->uid);
 		ADVISE(ck, "ask root: pinctl limits set --user %u=SIZE", self->uid);
+	} else if (self->ipc_lock) {
+		SET(ck, CK_OK, "CAP_IPC_LOCK: RLIMIT_MEMLOCK %s does not apply to this process; your budget is %s",
+		    a, b);
 	} else if (snap->enforce_rlimit == 0) {
 		SET(ck, CK_OK, "RLIMIT_MEMLOCK %s is not enforced by pinmem; your budget is %s", a, b);
-	} else if (self->ipc_lock) {
-		SET(ck, CK_OK, "CAP_IPC_LOCK: RLIMIT_MEMLOCK does not apply; your budget is %s", b);
 	} else if (soft == PCTL_UNLIMITED || soft >= budget) {
 		SET(ck, CK_OK, "RLIMIT_MEMLOCK %s covers your pinmem budget %s", a, b);
 	} else {
-		SET(ck, CK_WARN, "RLIMIT_MEMLOCK %s is below your pinmem budget %s: pins beyond it fail with ENOMEM",
-		    a, b);
-		ADVISE(ck, "raise it: memlock in /etc/security/limits.conf, LimitMEMLOCK= in a systemd unit, docker --ulimit memlock=-1");
+		SET(ck, CK_WARN, "RLIMIT_MEMLOCK %s is below your pinmem budget %s: pins beyond it fail with ENOMEM%s",
+		    a, b, bound_note(self));
+		advise_memlock(ck, self, hard, budget);
 	}
 }
 
