@@ -1,8 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # `make vm-check`: run tests/vm/run.sh for every installed kernel that has a
-# build tree (/boot/vmlinuz-KV + /lib/modules/KV/build).  Debian's 6.1 and the
-# 6.12 from bookworm-backports are the matrix: fail if either is missing.
+# build tree (/boot/vmlinuz-KV + /lib/modules/KV/build), then for the newest
+# Debian kernel (trixie-backports, 7.x) from the cached chroot that
+# tests/vm-newest/prepare.sh makes or reuses, its module built there with that
+# kernel's own gcc.  Debian's 6.1, the 6.12 from bookworm-backports and the
+# newest kernel are the matrix: fail if any is missing or cannot be prepared.
 set -eu
 cd "$(dirname "$0")/../.."
 O=${O:-build}
@@ -51,6 +54,27 @@ for kv in "$@"; do
 	summary="$summary$(printf '  %-28s %s  %4ss (build + boot + tests)' "$kv" "$r" $(($(date +%s) - t0)))
 "
 done
+
+# The newest Debian kernel, from its chroot (cached; see tests/vm-newest/).
+t0=$(date +%s)
+if prep=$(tests/vm-newest/prepare.sh); then
+	val() { echo "$prep" | sed -n "s/^$1=//p" | tail -n 1; }
+	root=$(val root) kver=$(val kver) kernel=$(val kernel) kbuild=$(val kbuild)
+	prepare_secs=$(val prepare_secs)
+	if tests/vm/run.sh --kernel "$kernel" --chroot "$root" --kbuild "$kbuild" \
+		--kver "$kver" --accel "$accel" --disks "${VM_DISKS-ext4 xfs}"; then
+		r=PASS
+	else
+		r=FAIL
+		status=1
+	fi
+	summary="$summary$(printf '  %-28s %s  %4ss (build + boot + tests; chroot %ss)' "$kver" "$r" $(($(date +%s) - t0)) "$prepare_secs")
+"
+else
+	status=1
+	summary="$summary$(printf '  %-28s %s  %4ss (tests/vm-newest/prepare.sh failed: no chroot)' "trixie-backports" FAIL $(($(date +%s) - t0)))
+"
+fi
 echo "vm-check summary ($accel):"
 printf '%s' "$summary"
 [ "$status" = 0 ] && echo "vm-check: all kernels passed" || echo "vm-check: FAIL"

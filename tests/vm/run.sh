@@ -10,6 +10,11 @@ set -eu
 usage() {
 	cat >&2 <<EOF
 usage: $0 --kernel BZIMAGE --kbuild KERNEL_BUILD_DIR --kver NAME [options]
+  --chroot ROOT    the kernel's build tree and /lib/modules are in this chroot
+                   (tests/vm-newest/prepare.sh): build pinmem.ko there with
+                   its own make and compiler (--kbuild is a path inside it,
+                   default /lib/modules/NAME/build) and take the --disks
+                   modules from ROOT/lib/modules/NAME
   --timeout S      wall-clock limit for the boot (default \$VM_TIMEOUT or 1800)
   --module KO      use this pinmem.ko instead of building one (make kmod)
   --accel A        tcg, kvm or auto (default \$VM_ACCEL or auto: kvm only if a
@@ -31,7 +36,7 @@ EOF
 	exit 2
 }
 
-kernel= kbuild= kver= module= out= append= hook= probe_only=0
+kernel= kbuild= kver= module= out= append= hook= chroot= probe_only=0
 disks=
 disk_tests=${VM_DISK_TESTS:-}
 timeout=${VM_TIMEOUT:-1800}
@@ -43,6 +48,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift ;;
 	--kbuild) kbuild=$2; shift ;;
+	--chroot) chroot=$2; shift ;;
 	--kver) kver=$2; shift ;;
 	--timeout) timeout=$2; shift ;;
 	--module) module=$2; shift ;;
@@ -93,7 +99,15 @@ if [ "$probe_only" = 1 ]; then
 fi
 [ -n "$kernel" ] && [ -n "$kver" ] || usage
 [ -r "$kernel" ] || { echo "vm: cannot read kernel $kernel" >&2; exit 1; }
-[ -n "$module" ] || [ -d "$kbuild" ] || { echo "vm: no kernel build tree $kbuild" >&2; exit 1; }
+if [ -n "$chroot" ]; then
+	[ -x "$chroot/usr/bin/make" ] || { echo "vm: $chroot is no chroot with make" >&2; exit 1; }
+	chroot=$(cd "$chroot" && pwd)
+	kbuild=${kbuild:-/lib/modules/$kver/build}
+	[ -n "$module" ] || [ -d "$chroot$kbuild" ] ||
+		{ echo "vm: no kernel build tree $kbuild in $chroot" >&2; exit 1; }
+else
+	[ -n "$module" ] || [ -d "$kbuild" ] || { echo "vm: no kernel build tree $kbuild" >&2; exit 1; }
+fi
 [ "$accel" = auto ] && accel=$(probe_accel)
 out=${out:-$O/vm/$kver}
 mkdir -p "$out"
@@ -105,7 +119,22 @@ log=$out/console.log
 
 # Build: the test programs once, the module for this kernel.
 $MAKE -s --no-print-directory vm-tests O="$O"
-if [ -z "$module" ]; then
+if [ -n "$module" ]; then
+	:
+elif [ -n "$chroot" ]; then
+	# What `make kmod` does, with the chroot's make and compiler: the same
+	# sources (KMOD_SOURCES of mk/40-kmod.mk) copied to $O/kmod/NAME, which
+	# is mounted in the chroot for the build.
+	kout=$O/kmod/$kver
+	mkdir -p "$kout"
+	srcs=$($MAKE -s --no-print-directory O="$O" \
+		--eval 'pm-vm-kmod-sources: ; @echo $(KMOD_SOURCES)' pm-vm-kmod-sources)
+	# shellcheck disable=SC2086
+	rsync -a --relative $srcs "$kout/"
+	tests/vm-newest/in-chroot.sh --bind "$(cd "$kout" && pwd)" /build/pinmem \
+		"$chroot" -- make -s -j"${KMOD_JOBS:-2}" -C "$kbuild" M=/build/pinmem modules
+	module=$kout/pinmem.ko
+else
 	$MAKE -s --no-print-directory kmod KVER="$kver" KDIR="$kbuild" O="$O"
 	module=$O/kmod/$kver/pinmem.ko
 fi
@@ -160,12 +189,13 @@ if [ -n "$disks" ]; then
 	PATH=$PATH:/usr/sbin:/sbin	# modprobe, mkfs.* (not in a user's PATH on Debian)
 	command -v modprobe >/dev/null 2>&1 ||
 		{ echo "vm: modprobe not found (kmod), needed for --disks" >&2; exit 1; }
+	# (a chroot's kernel: its module tree, read with -d ROOT)
 	mods=$(for m in virtio_pci virtio_blk $disks; do
-		modprobe -S "$kver" --show-depends "$m" 2>/dev/null ||
+		modprobe ${chroot:+-d "$chroot"} -S "$kver" --show-depends "$m" 2>/dev/null ||
 			echo "missing $m"
 	done | awk '$1 == "insmod" && !seen[$2]++ { print $2 } $1 == "missing" { print }')
 	case $mods in *missing*)
-		echo "vm: $kver lacks $(echo "$mods" | awk '$1 == "missing" { printf "%s ", $2 }')(neither a module in /lib/modules/$kver nor built in); cannot attach --disks" >&2
+		echo "vm: $kver lacks $(echo "$mods" | awk '$1 == "missing" { printf "%s ", $2 }')(neither a module in $chroot/lib/modules/$kver nor built in); cannot attach --disks" >&2
 		exit 1 ;;
 	esac
 	n=10
