@@ -48,6 +48,7 @@ except the slots of batches still referenced, which go with their batches.
 See docs/python-differences.md for what still differs from torch's loader.
 """
 import inspect
+from typing import TypeVar
 
 import torch
 import torch.utils.data
@@ -57,6 +58,7 @@ from ._loader_iter import MultiIter, PinningWarning, Shared, SingleIter, WorkerE
 
 __all__ = ["DataLoader", "SlotTooSmallError", "WorkerError", "PinningWarning"]
 
+T_co = TypeVar("T_co", covariant=True)
 _TORCH_PARAMS = frozenset(inspect.signature(torch.utils.data.DataLoader.__init__).parameters)
 
 
@@ -72,7 +74,7 @@ def _device_of(device):
     return torch.device("cuda", d.index if d.index is not None else torch.cuda.current_device())
 
 
-class DataLoader(torch.utils.data.DataLoader):
+class DataLoader(torch.utils.data.DataLoader[T_co]):
     """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
     num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
     worker_init_fn=None, multiprocessing_context=None, generator=None, *,
