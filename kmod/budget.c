@@ -658,6 +658,20 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 	return reason;
 }
 
+/**
+ * pinmem_budget_reserving() - does a PIN hold a reservation right now?
+ *
+ * A refusal while one does may be only that reservation's worst case
+ * (kmod/file.c waits a moment and tries again).
+ *
+ * Return: true while some PIN has charged a chunk's worst case it has not
+ * settled yet.
+ */
+bool pinmem_budget_reserving(void)
+{
+	return READ_ONCE(pinmem_global.reserved_bytes) != 0;
+}
+
 static void pinmem_acct_settle(struct pinmem_acct *a, u64 reserved,
 			       u64 actual)
 {

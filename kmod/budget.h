@@ -64,6 +64,7 @@ void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
 			    u64 bytes, unsigned int flags);
 void pinmem_budget_settle(struct pinmem_file *f, struct pinmem_cg *cg,
 			  u64 reserved, u64 actual);
+bool pinmem_budget_reserving(void);
 int pinmem_budget_tail_lock(struct pinmem_file *f);
 void pinmem_budget_tail_unlock(struct pinmem_file *f);
 void pinmem_budget_commit(struct pinmem_file *f);

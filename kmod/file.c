@@ -231,6 +231,8 @@ static u32 pinmem_pin_reason(int err)
  * @tail: holds its user's tail lock (pinmem_budget_tail_lock()): chunks
  *	whose worst case the budgets cannot cover are pinned a page at a time
  *	and charged once their pages are known
+ * @waits: times this PIN waited for other PINs' reservations to settle
+ *	(PINMEM_RESERVED_WAITS)
  */
 struct pinmem_pin_ctx {
 	struct pinmem_file *f;
@@ -242,7 +244,24 @@ struct pinmem_pin_ctx {
 	u32 refused;
 	u64 refuser;
 	bool tail;
+	unsigned int waits;
 };
+
+/*
+ * A budget refusal while other PINs hold reservations may be only their
+ * worst cases, gone a moment later: wait a millisecond and try again, this
+ * many times at most per PIN.
+ */
+#define PINMEM_RESERVED_WAITS	64
+
+static bool pinmem_file_wait_reserved(struct pinmem_pin_ctx *c)
+{
+	if (!pinmem_budget_reserving() || c->waits >= PINMEM_RESERVED_WAITS)
+		return false;
+	c->waits++;
+	msleep(1);
+	return true;
+}
 
 /*
  * pinmem_reserve_fn of a PIN (kmod/region.h): charge the worst case of as
@@ -289,7 +308,9 @@ static unsigned long pinmem_file_reserve(void *arg, unsigned long npages,
  * place of the worst case reserved for them, and record them in @r.  On
  * failure they are unpinned and un-counted, nothing of the chunk stays
  * charged, and the pages recorded before stay in @r for the caller to
- * release.  Returns 0 or a negative errno (c->refused set for a budget).
+ * release.  Returns 0, 1 when the chunk should be pinned again (a budget
+ * refused while other PINs held reservations), or a negative errno
+ * (c->refused set for a budget).
  */
 static int pinmem_file_settle(struct pinmem_pin_ctx *c,
 			      struct pinmem_region *r, struct page **pages,
@@ -327,6 +348,8 @@ static int pinmem_file_settle(struct pinmem_pin_ctx *c,
 			pinmem_folio_release(&gone, NULL, NULL);
 			c->refused = reason;
 			c->refuser = refuser;
+			if (pinmem_file_wait_reserved(c))
+				return 1;	/* pin the chunk again */
 			return pinmem_budget_errno(reason);
 		}
 		pinmem_budget_settle(f, c->cg, c->reserved, c->reserved);
@@ -383,6 +406,10 @@ static int pinmem_file_pin_pages(struct pinmem_pin_ctx *c,
 				pinmem_budget_uncharge(c->f, c->cg, c->reserved,
 						       PINMEM_CHARGE_RESERVE);
 				c->reserved = 0;
+				if (ret > 0) {
+					ret = 0;
+					continue;
+				}
 				break;
 			}
 			tries = 0;
@@ -486,15 +513,26 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 		c.cg = NULL;
 		goto err_count;
 	}
-	/* A region of the caps, before anything is pinned. */
-	reason = pinmem_budget_charge(f, c.cg, 0, PINMEM_CHARGE_REGION,
-				      &refuser);
+	/*
+	 * A region of the caps, and a first look at the bytes: the least
+	 * the range can cost is its length less what the file holds in
+	 * large folios already (pages there cost nothing more), so a PIN
+	 * that cannot fit is refused before anything is pinned.
+	 */
+	bytes = pin->length - min_t(u64, pin->length, READ_ONCE(f->folios.bytes));
+	do {
+		reason = pinmem_budget_charge(f, c.cg, bytes,
+					      PINMEM_CHARGE_REGION |
+					      PINMEM_CHARGE_RESERVE, &refuser);
+	} while (pinmem_budget_is_bytes(reason) && !fatal_signal_pending(current) &&
+		 pinmem_file_wait_reserved(&c));
 	if (reason) {
 		pinmem_budget_refuse(f, c.cg, reason, refuser);
 		pinmem_cg_put(c.cg);
 		return pinmem_pin_refused(upin, reason,
 					  pinmem_budget_errno(reason));
 	}
+	pinmem_budget_uncharge(f, c.cg, bytes, PINMEM_CHARGE_RESERVE);
 	r = pinmem_region_alloc(addr, pin->length >> PAGE_SHIFT);
 	if (!r) {
 		ret = -ENOMEM;

@@ -169,7 +169,7 @@ long long kt_regions_total(int fd)
 	return ret ? ret : (long long)r.total;
 }
 
-static int kt_read_file(const char *path, char *buf, size_t size)
+int kt_read_file(const char *path, char *buf, size_t size)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	size_t got = 0;

@@ -42,6 +42,8 @@ int kt_set_limits(int fd, const struct pinmem_limits *lim);
 /* Region count of @fd (REGIONS with capacity 0), or -errno. */
 long long kt_regions_total(int fd);
 
+/* Read the file at @path into @buf, NUL-terminated: bytes read or -errno. */
+int kt_read_file(const char *path, char *buf, size_t size);
 /* Write @text to the file at @path: 0 or -errno. */
 int kt_write(const char *path, const char *text);
 

@@ -227,6 +227,41 @@ static void test_hierarchy(int fd)
 }
 
 /*
+ * The contract of ABI 1.4: an unlimited cgroup the module keeps only for a
+ * limited child forgets its peak once nothing is charged to it, as the
+ * uapi says (the module before kept it); a struct one GET filled works as
+ * it is for the next GET (it was EINVAL).
+ */
+static void test_contract(int fd)
+{
+	struct holder h = { .rel = "pmt/p/c", .ok = 2 * PG };
+	struct pinmem_cgroup g;
+	struct report r;
+
+	cg_mkdir("pmt/p");
+	cg_mkdir("pmt/p/c");
+	kt_eq(cg_ioctl(fd, "pmt/p/c", PINMEM_CGROUP_SET, 2 * PG, NULL), 0, "SET pmt/p/c 2 pages");
+	holder_start(&h);
+	holder_report(&h, &r);
+	kt_eq(r.pin, 0, "pmt/p/c: PIN 2 pages");
+	kt_eq(cg_ioctl(fd, "pmt/p", 0, 0, &g), 0, "GET pmt/p (no limit of its own)");
+	kt_eq(g.peak_bytes, 2 * PG, "pmt/p: peak 2 pages while they are pinned");
+	holder_end(&h);
+	kt_eq(cg_ioctl(fd, "pmt/p", 0, 0, &g), 0, "GET pmt/p after the last pin went");
+	kt_eq(g.pinned_bytes, 0, "pmt/p: nothing pinned");
+	kt_eq(g.peak_bytes, 0, "pmt/p: an unlimited cgroup forgets its peak with its last pin");
+	kt_eq(kt_ioctl(fd, PINMEM_IOC_CGROUP, &g), 0, "the struct that GET filled works for the next GET");
+	kt_eq(g.cgroup_id, cg_id("pmt/p"), "and names pmt/p");
+	kt_eq(cg_ioctl(fd, "pmt/p/c", 0, 0, &g), 0, "GET pmt/p/c");
+	kt_eq(g.peak_bytes, 2 * PG, "a limited cgroup keeps its peak");
+	kt_eq(g.refused, 1, "and its refusals");
+	kt_eq(cg_ioctl(fd, "pmt/p/c", PINMEM_CGROUP_CLEAR, 0, &g), 0, "CLEAR pmt/p/c");
+	kt_eq(g.peak_bytes, 0, "cleared with nothing pinned: its peak goes too");
+	cg_rmdir("pmt/p/c");
+	kt_eq(cg_rmdir("pmt/p"), 0, "contract: cgroups removed");
+}
+
+/*
  * This process opens /dev/pinmem in unlimited pmt/o and moves to pmt/m
  * (4 pages): its next PINs are charged to and refused by pmt/m.  What was
  * pinned in pmt/o, and a THP taken first there, are un-charged from pmt/o
@@ -585,7 +620,8 @@ static void test_bad(int fd)
 	kt_eq(cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_SET | PINMEM_CGROUP_CLEAR, KT_MIB, NULL), -EINVAL,
 	      "SET with CLEAR is EINVAL");
 	kt_eq(cg_ioctl(fd, "pmt/a", 4, 0, NULL), -EINVAL, "unknown flag is EINVAL");
-	kt_eq(cg_ioctl(fd, "pmt/a", 0, KT_MIB, NULL), -EINVAL, "limit without SET is EINVAL");
+	kt_eq(cg_ioctl(fd, "pmt/a", 0, KT_MIB, &c), 0, "limit_bytes without SET is ignored (ABI 1.4)");
+	kt_eq(c.limit_bytes, PINMEM_UNLIMITED, "and the limit in force comes back");
 	c.path = (uintptr_t)"pmt/a";
 	c.path_len = 5;
 	c.reserved[2] = 1;
@@ -698,6 +734,7 @@ int main(void)
 	test_hierarchy(fd);
 	test_pin_time(fd);
 	test_removed(fd);
+	test_contract(fd);
 	test_cgroup_ns();
 	test_storm(fd);
 	test_fallback_storm(fd);
