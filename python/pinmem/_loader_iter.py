@@ -86,6 +86,15 @@ class Shared:
         self.pin_mode = ""
         self.warned = set()
         self.iterators = weakref.WeakSet()
+        self.spare = None               # the last ring's memory, unpinned (see _ring.Spare)
+
+    def keep_spare(self, spare):
+        old, self.spare = self.spare, spare
+        if old is not None:
+            old.close()
+
+    def drop_spare(self):
+        self.keep_spare(None)
 
     def context(self):
         if self.ctx_arg is not None:
@@ -145,8 +154,9 @@ class _RingIter(tdl._BaseDataLoaderIter):
     def _make_ring(self, slot_bytes):
         sh = self._shared
         ctx = sh.context()          # module="require" without a module: an error, as asked
+        spare, sh.spare = sh.spare, None
         try:
-            self._ring = Ring(ctx, self._slots, slot_bytes, sh.pin, sh.what)
+            self._ring = Ring(ctx, self._slots, slot_bytes, sh.pin, sh.what, spare)
         except Exception as e:
             if sh.pin != "auto" or ctx.closed:
                 raise
@@ -283,7 +293,12 @@ class _RingIter(tdl._BaseDataLoaderIter):
             self._reap_copies(wait=True)
         self._pending = []
         if ring is not None:
-            ring.close()
+            spare = ring.close()
+            if spare is not None:
+                if os.getpid() == self._main_pid:
+                    self._shared.keep_spare(spare)
+                else:
+                    spare.close()
 
 
 class SingleIter(_RingIter):

@@ -15,6 +15,7 @@ an unpinned ring.  An explicit pin= is not stepped around: its refusal is a
 BudgetError that names what this process already holds.
 """
 import collections
+import ctypes
 import mmap
 import os
 import re
@@ -80,13 +81,18 @@ class PinRefused(Exception):
     """Every step of the pinning ladder that was tried, and why each refused."""
 
 
-def _pin_slots(ctx, mv, slots, slot_bytes, mode, register):
-    """Buffers of every slot pinned with mode, or the BudgetError/Error of the first refusal
-    (what was pinned before it is released)."""
+_MODE_ARGS = {"module": ("module", True), "mlock": ("mlock", True), "cuda": ("none", True),
+              "none": ("none", False)}
+
+
+def _pin_slots(ctx, mv, slots, slot_bytes, mode, register, skip):
+    """Buffers of every slot but those in skip (None there) pinned with mode, or the
+    BudgetError/Error of the first refusal (what was pinned before it is released)."""
     bufs = []
     try:
         for i in range(slots):
-            bufs.append(ctx.pin(mv[i * slot_bytes:(i + 1) * slot_bytes], pin=mode,
+            bufs.append(None if i in skip else
+                        ctx.pin(mv[i * slot_bytes:(i + 1) * slot_bytes], pin=mode,
                                 register=register))
     except _pinmem.Error:
         del bufs
@@ -94,25 +100,30 @@ def _pin_slots(ctx, mv, slots, slot_bytes, mode, register):
     return bufs
 
 
-def pin_ring(ctx, mv, slots, slot_bytes, pin):
-    """(buffers, pin mode, notes): the first mode of the ladder that pins every slot.
+def _mode_of(bufs, default):
+    return next((b.pin_mode for b in bufs if b is not None), default)
+
+
+def pin_ring(ctx, mv, slots, slot_bytes, pin, skip=()):
+    """(buffers, pin mode, notes): the first mode of the ladder that pins every slot
+    (but those in skip, held by a batch of an earlier ring: None in buffers).
 
     Modes: 'module', 'mlock', 'cuda' (registered with CUDA only) and 'none'.
     notes: what refused, for the one warning; empty when nothing worth one happened."""
     info = ctx.info()
-    total = slots * slot_bytes
+    total = (slots - len(skip)) * slot_bytes
     if pin != "auto":
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, pin, pin != "none")
+            bufs = _pin_slots(ctx, mv, slots, slot_bytes, pin, pin != "none", skip)
         except _pinmem.BudgetError as e:
             raise _pinmem.BudgetError("%s (pin=%r asked for explicitly; held in this process: %s)"
                                       % (e, pin, holders())) from None
-        return bufs, bufs[0].pin_mode if bufs else pin, []
+        return bufs, _mode_of(bufs, pin), []
     notes = []
     if info.get("module"):
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "module", True)
-            return bufs, bufs[0].pin_mode, notes
+            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "module", True, skip)
+            return bufs, _mode_of(bufs, "module"), notes
         except _pinmem.Error as e:
             notes.append("/dev/pinmem refused %s: %s" % (fmt_bytes(total), e))
     room = mlock_room()
@@ -122,23 +133,45 @@ def pin_ring(ctx, mv, slots, slot_bytes, pin):
             fmt_bytes(resource.getrlimit(resource.RLIMIT_MEMLOCK)[0])))
     else:
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "mlock", True)
+            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "mlock", True, skip)
             return bufs, "mlock", notes
         except _pinmem.Error as e:
             notes.append(str(e))
     if info.get("backend") == "cuda":
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "none", True)
-            if all(b.registered for b in bufs):
+            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "none", True, skip)
+            if all(b.registered for b in bufs if b is not None):
                 return bufs, "cuda", notes + [
                     "the ring is registered with CUDA only, as torch's pinned memory is: no "
                     "pinmem budget applies to it"]
             del bufs
         except _pinmem.Error as e:
             notes.append("cudaHostRegister: %s" % e)
-    bufs = _pin_slots(ctx, mv, slots, slot_bytes, "none", False)
+    bufs = _pin_slots(ctx, mv, slots, slot_bytes, "none", False, skip)
     return bufs, "none", notes + ["the ring is not pinned: copies to the GPU are synchronous "
                                   "and staged, as from pageable memory"]
+
+
+class Spare:
+    """A released ring's memory (unpinned), kept by its loader for the next iterator's ring
+    (faulting fresh pages in every epoch costs more than pinning resident ones).
+    held: slot -> weak reference to the Buffer of a batch a user still holds there."""
+
+    def __init__(self, fd, mm, slots, slot_bytes, held):
+        self.fd, self.mm, self.slots, self.slot_bytes, self.held = fd, mm, slots, slot_bytes, held
+
+    def fits(self, slots, slot_bytes):
+        return ((self.slots, self.slot_bytes) == (slots, slot_bytes)
+                and len(self.held) < slots)
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.mm = None
+
+    def __del__(self):
+        self.close()
 
 
 class Ring:
@@ -150,36 +183,56 @@ class Ring:
 
     _gen = 0
 
-    def __init__(self, ctx, slots, slot_bytes, pin, what=""):
+    def __init__(self, ctx, slots, slot_bytes, pin, what="", spare=None):
         Ring._gen += 1
         self.gen = Ring._gen
         self.slots, self.slot_bytes = slots, slot_bytes
         self.total = slots * slot_bytes
         self.what = what
+        self.ctx = ctx
         dev = ctx.info().get("cuda_device", -1)
         # The GPU the ring is registered with: its fences go there, whichever
         # thread (a prefetch thread, the garbage collector) drops a slot.
         self.device = torch.device("cuda", dev) if dev >= 0 else None
-        self.fd = os.memfd_create("pinmem-loader-ring", os.MFD_CLOEXEC)
         self.pid = os.getpid()
+        # Weak references whose callbacks are deque.append, C code: no Python code runs
+        # at garbage collection, where a Ctrl-C would be swallowed as an "ignored exception".
+        self.dead = collections.deque()     # slot views whose tensors are all gone
+        self._views = {}                    # weakref -> slot
+        self.returned = collections.deque() # Buffers of an earlier ring's kept batches, gone
+        self._old = {}                      # weakref -> slot, for those
+        held = {}                           # slot -> the Buffer a kept batch holds it by
+        if spare is not None and spare.fits(slots, slot_bytes):
+            self.fd, self.mm = spare.fd, spare.mm
+            spare.fd, spare.mm = -1, None
+            for k, r in spare.held.items():
+                buf = r()
+                if buf is not None:
+                    held[k] = buf
+        else:
+            self.fd = os.memfd_create("pinmem-loader-ring", os.MFD_CLOEXEC)
+            self.mm = None
         try:
-            os.ftruncate(self.fd, self.total)
-            self.mm = mmap.mmap(self.fd, self.total, mmap.MAP_SHARED,
-                                mmap.PROT_READ | mmap.PROT_WRITE)
+            if self.mm is None:
+                os.ftruncate(self.fd, self.total)
+                self.mm = mmap.mmap(self.fd, self.total, mmap.MAP_SHARED,
+                                    mmap.PROT_READ | mmap.PROT_WRITE)
+            addr = ctypes.c_char.from_buffer(self.mm)
+            self.base = ctypes.addressof(addr)      # where slot 0 starts in this process
+            del addr
             mv = memoryview(self.mm)
             try:
-                self.bufs, self.pin_mode, self.notes = pin_ring(ctx, mv, slots, slot_bytes, pin)
+                self.bufs, self.pin_mode, self.notes = pin_ring(ctx, mv, slots, slot_bytes, pin,
+                                                                skip=held)
             finally:
                 mv.release()
         except BaseException:
             os.close(self.fd)
             raise
-        self.free = collections.deque(range(slots))
-        # Weak references to slot views whose tensors are all gone.  The callback is
-        # deque.append, C code: no Python code runs at garbage collection, where a
-        # Ctrl-C would be swallowed as an "ignored exception".
-        self.dead = collections.deque()
-        self._views = {}                    # weakref -> slot
+        self.free = collections.deque(k for k in range(slots) if k not in held)
+        for k, buf in held.items():
+            self._old[weakref.ref(buf, self.returned.append)] = k
+        del held
         # (CUDA event, slot): dropped by the host, maybe still read by GPU work queued before.
         self.fenced = []
         self._host = None
@@ -207,7 +260,25 @@ class Ring:
         self._views[weakref.ref(v, self.dead.append)] = slot
         return v
 
+    def _collect_returned(self):
+        """Pin the slots an earlier ring's kept batches held, now that they are gone."""
+        while self.returned:
+            slot = self._old.pop(self.returned.popleft())
+            mode, register = _MODE_ARGS.get(self.pin_mode, ("none", False))
+            mv = memoryview(self.mm)
+            try:
+                self.bufs[slot] = self.ctx.pin(
+                    mv[slot * self.slot_bytes:(slot + 1) * self.slot_bytes], pin=mode,
+                    register=register)
+            except _pinmem.Error:
+                continue                    # refused now: the ring goes on with one slot less
+            finally:
+                mv.release()
+            self.free.append(slot)
+
     def _collect_dead(self):
+        if self.returned:
+            self._collect_returned()
         # The ring is CUDA-registered: a copy queued from a slot (x.cuda(non_blocking=True))
         # may still read it after the last host tensor is gone.  An event recorded now on
         # the ring's GPU's current stream comes after that copy.
@@ -248,20 +319,31 @@ class Ring:
             self.free.append(slot)
 
     def close(self):
-        """Unpin the slots no batch holds (the others when their batches go) and close the memfd."""
+        """Unpin the slots no batch holds (the others when their batches go); returns the
+        memory as a Spare for the next ring (None when there is nothing to hand on)."""
         try:
             self.quiesce()
         except Exception:
             pass
+        _rings.discard(self)
+        if self.fd < 0:
+            return None
+        refs = {k: weakref.ref(b) for k, b in enumerate(self.bufs) if b is not None}
         self.bufs = []
         self._host = None
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        _rings.discard(self)
+        held = {k: r for k, r in refs.items() if r() is not None}
+        for r, k in self._old.items():
+            if r() is not None:
+                held[k] = r
+        self._old.clear()
+        spare = Spare(self.fd, self.mm, self.slots, self.slot_bytes, held)
+        self.fd, self.mm = -1, None
+        return spare
 
     def __del__(self):
         try:
-            self.close()
+            spare = self.close()
+            if spare is not None:
+                spare.close()
         except Exception:
             pass

@@ -164,6 +164,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             it._shutdown_workers()
         self._iterator = None
         sh = self._shared
+        sh.drop_spare()
         if sh.ctx is not None:
             sh.ctx.close()          # closes once the last ring made from it is gone
             sh.ctx = None

@@ -110,7 +110,7 @@ def both(dataset, seed=1234, **kw):
 def ring_range(it):
     """[lo, hi) of the iterator's ring (its slots are consecutive in one mapping)."""
     ring = it._ring
-    return ring.bufs[0].ptr, ring.bufs[0].ptr + ring.total
+    return ring.base, ring.base + ring.total
 
 
 def in_ring(t, rng):
@@ -158,7 +158,7 @@ def test_batches_are_views_of_the_pinned_ring(workers):
         for x, y in it:
             placed.append(it._ring is not None and in_ring(x, ring_range(it))
                           and in_ring(y, ring_range(it)))
-            mode = it._ring.bufs[0].pin_mode if it._ring is not None else None
+            mode = it._ring.pin_mode if it._ring is not None else None
         sizing = max(1, workers) if epoch == 0 else 0
         assert placed == [False] * sizing + [True] * (5 - sizing), (epoch, placed)
         assert mode in ("module", "mlock") and loader.pin_mode == mode

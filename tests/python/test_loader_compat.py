@@ -256,7 +256,7 @@ def test_spawn_and_forkserver_workers_share_the_ring(method):
                       module=MODULE_MODE, slot_bytes=4096)
     it = iter(L)
     got, placed = [], 0
-    lo, hi = it._ring.bufs[0].ptr, it._ring.bufs[0].ptr + it._ring.total
+    lo, hi = it._ring.base, it._ring.base + it._ring.total
     for b in it:
         placed += lo <= b[0].data_ptr() < hi
         got.append(clone(b))

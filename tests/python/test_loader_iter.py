@@ -227,3 +227,32 @@ def test_second_iterator_has_its_own_ring_and_workers():
     assert [labels(x) for x in a] == [labels(x) for x in b]
     del a, b
     L.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_next_epoch_reuses_the_ring_memory_but_not_a_kept_batchs_slot(workers):
+    """An epoch's ring is unpinned when it ends, its memory kept for the next epoch's ring
+    (no fresh pages to fault each epoch); a slot whose batch the user still holds is not
+    written until that batch is gone."""
+    base = pinned_bytes()
+    L = pt.DataLoader(Images(), batch_size=4, num_workers=workers, module=MODULE_MODE,
+                      slot_bytes=4096, slots=8)
+    it = iter(L)
+    addr = it._ring.base
+    kept = [b for k, b in enumerate(it) if k in (2, 9)]   # two slots held past the epoch
+    copies = [clone(b) for b in kept]
+    del it
+    assert pinned_bytes() - base == 2 * 4096
+    it = iter(L)
+    assert it._ring.base == addr
+    assert len(it._ring._old) == 2                          # two slots wait for their batches
+    second = [clone(b) for b in it]
+    assert all(equal(c, k) for c, k in zip(copies, kept))      # not overwritten
+    assert len(second) == 10
+    kept.clear()
+    it = iter(L)
+    next(it)
+    assert not it._ring._old and all(b is not None for b in it._ring.bufs)  # they came back
+    del it
+    L.close()
+    assert pinned_bytes() == base
