@@ -832,6 +832,22 @@ u64 pinmem_budget_user_locked(struct pinmem_file *f)
 	return (u64)atomic_long_read(&f->ustruct->locked_vm) << PAGE_SHIFT;
 }
 
+/*
+ * Whether @t has CAP_IPC_LOCK in the initial user namespace, as
+ * capable(CAP_IPC_LOCK) would answer for it.  has_capability_noaudit() is
+ * not exported from 7.x on; under the capability rules a task has a
+ * capability in the initial namespace only with its creds there.
+ */
+static bool pinmem_task_ipc_lock(struct task_struct *t)
+{
+	const struct cred *cred = get_task_cred(t);
+	bool cap = cred->user_ns == &init_user_ns &&
+		   cap_raised(cred->cap_effective, CAP_IPC_LOCK);
+
+	put_cred(cred);
+	return cap;
+}
+
 /**
  * pinmem_budget_rlimit() - the RLIMIT_MEMLOCK in force for the owner of @f
  * @f: the file
@@ -858,7 +874,7 @@ u64 pinmem_budget_rlimit(struct pinmem_file *f)
 		if (!t)
 			return PINMEM_UNLIMITED;
 		lim = task_rlimit(t, RLIMIT_MEMLOCK);
-		cap = has_capability_noaudit(t, CAP_IPC_LOCK);
+		cap = pinmem_task_ipc_lock(t);
 		put_task_struct(t);
 	}
 	if (lim == RLIM_INFINITY || cap)
