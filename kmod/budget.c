@@ -558,21 +558,32 @@ static bool pinmem_locked_vm_charge(struct user_struct *u,
  * Charge @npages to @f->mm->pinned_vm and @f->ustruct->locked_vm; refuse
  * when either passes RLIMIT_MEMLOCK.  Returns 0 or PINMEM_REFUSED_RLIMIT*.
  */
-static u32 pinmem_rlimit_charge(struct pinmem_file *f, unsigned long npages)
+/*
+ * CAP_IPC_LOCK, asked only when over, as ib_umem_get() does: no audit
+ * noise.  A reservation that does not fit is tried again smaller
+ * (kmod/file.c), so it asks without auditing.
+ */
+static bool pinmem_ipc_lock(bool reserve)
+{
+	return reserve ? ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK) :
+			 capable(CAP_IPC_LOCK);
+}
+
+static u32 pinmem_rlimit_charge(struct pinmem_file *f, unsigned long npages,
+				bool reserve)
 {
 	unsigned long limit = ULONG_MAX;
 
 	if (READ_ONCE(pinmem_enforce_rlimit))
 		limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 
-	/* capable() only when over, as ib_umem_get(): no audit noise. */
 	if (atomic64_add_return(npages, &f->mm->pinned_vm) > limit &&
-	    !capable(CAP_IPC_LOCK)) {
+	    !pinmem_ipc_lock(reserve)) {
 		atomic64_sub(npages, &f->mm->pinned_vm);
 		return PINMEM_REFUSED_RLIMIT;
 	}
 	if (!pinmem_locked_vm_charge(f->ustruct, npages, limit)) {
-		if (!capable(CAP_IPC_LOCK)) {
+		if (!pinmem_ipc_lock(reserve)) {
 			atomic64_sub(npages, &f->mm->pinned_vm);
 			return PINMEM_REFUSED_RLIMIT_USER;
 		}
@@ -620,7 +631,7 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 	u32 reason;
 
 	*refuser = 0;
-	reason = pinmem_rlimit_charge(f, npages);
+	reason = pinmem_rlimit_charge(f, npages, reserve);
 
 	spin_lock(&pinmem_budget_lock);
 	f->cg_id = cg ? cg->id : 0;
