@@ -596,6 +596,56 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 	}
 }
 
+/* The fastest row that ran, of one cache state (warm < 0: either); NULL when none ran. */
+static const struct row *fastest(const struct row *rows, int n, int warm)
+{
+	const struct row *best = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (rows[i].ok && rows[i].gbps > 0 && (warm < 0 || rows[i].warm == warm) &&
+		    (!best || rows[i].gbps > best->gbps))
+			best = &rows[i];
+	return best;
+}
+
+/*
+ * Three closing lines for a person (the last lines of `make demo`): what
+ * the fastest row means for a training job, what pinmem picks here, and
+ * what to run next.
+ */
+static void print_meaning(struct cmp *c, const struct row *rows, int n)
+{
+	const struct row *best = fastest(rows, n, -1), *cold = fastest(rows, n, 0), *d = NULL;
+	struct pm_ctx_info ci;
+	char b1[32];
+
+	pm_ctx_info(c->ctx, &ci);
+	for (int i = 0; i < n; i++)
+		if (rows[i].mode == MODE_D)
+			d = &rows[i];
+	ps_bytes(c->slot, b1, sizeof(b1));
+	if (best) {
+		printf("for a training job: the fastest row, %s (%s), fills a %s batch every %.2f ms: a training step that takes longer than that per batch never waits for input",
+		       mode_names[best->mode], best->warm ? "warm: data in the page cache" : "cold",
+		       b1, c->slot / (best->gbps * 1e9) * 1e3);
+		if (best->warm && cold)
+			printf(" (from disk, cold: %.3s at %.2f GB/s, %.2f ms)", mode_names[cold->mode],
+			       cold->gbps, c->slot / (cold->gbps * 1e9) * 1e3);
+		printf("\n");
+	}
+	if (ci.module)
+		printf("pinmem here: slots pinned through /dev/pinmem (%s, budgeted)",
+		       c->pinned ? pm_pin_mode_name(pm_buf_pin_mode(c->pinned)) : "module");
+	else
+		printf("pinmem here: slots pinned with %s, so no budget applies (%s)",
+		       c->pinned ? pm_pin_mode_name(pm_buf_pin_mode(c->pinned)) : "mlock",
+		       ci.module_note[0] ? ci.module_note : "no module");
+	printf("; reads %s\n", d && d->ok ?
+	       "with O_DIRECT where the file system allows it, as (d) (--direct auto)" :
+	       "buffered, as (c): O_DIRECT did not run here (see (d)'s note)");
+	printf("next: your own files with `pinstream --compare FILE...` or `pinstream --manifest LIST` (lines 'path offset length'); from PyTorch, pinmem.torch.DataLoader (README: Python and PyTorch)\n");
+}
+
 static void print_json(struct cmp *c, struct row *rows, int n)
 {
 	struct pm_ctx_info ci;
@@ -745,8 +795,10 @@ nomem:
 	}
 	if (a->json)
 		print_json(&c, rows, n);
-	else
+	else {
 		print_table(&c, rows, n);
+		print_meaning(&c, rows, n);
+	}
 	ret = 0;
 	for (int i = 0; i < n; i++)
 		if (!rows[i].ok && rows[i].mode != MODE_D)
