@@ -31,8 +31,8 @@ from torch.utils.data import dataloader as tdl
 from torch.utils.data._utils.collate import default_collate
 
 from . import _worker
-from ._collate import SlotTooSmallError, SlotWriter, materialize
-from ._ring import Ring, fmt_bytes, page_up
+from ._collate import SlotTooSmallError, SlotWriter
+from ._ring import Ring, fmt_bytes, page_up, slot_batch
 
 _POLL_S = 0.5
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,8 +43,13 @@ _TORCH_DATA = os.path.dirname(os.path.abspath(tdl.__file__))
 _live = weakref.WeakSet()
 
 
+_exiting = False
+
+
 @atexit.register
 def _stop_all_at_exit():
+    global _exiting
+    _exiting = True
     for it in list(_live):
         try:
             it._shutdown_workers()
@@ -236,7 +241,7 @@ class _RingIter(tdl._BaseDataLoaderIter):
     def _deliver_placed(self, slot, layout):
         view = self._ring.slot_view(slot)
         if self._device is None:
-            return materialize(layout, view)
+            return slot_batch(layout, view)
         host = []
         cur = torch.cuda.current_stream(self._device)
 
@@ -246,7 +251,7 @@ class _RingIter(tdl._BaseDataLoaderIter):
                 d = t.to(self._device, non_blocking=True)
             d.record_stream(cur)
             return d
-        out = materialize(layout, view, copy)
+        out = slot_batch(layout, view, copy)
         ev = torch.cuda.Event()
         ev.record(self._copy_stream)
         cur.wait_stream(self._copy_stream)
@@ -563,10 +568,15 @@ class MultiIter(_RingIter):
         _live.discard(self)
         if os.getpid() != self._main_pid:
             return                  # a forked child's copy: not its workers
-        # Workers see `done` within 0.1 s between batches (TaskQueue.get): no queue put,
-        # so no feeder thread starts, at interpreter exit either.
+        # Workers see `done` within 0.1 s between batches (TaskQueue.get); the None wakes
+        # an idle one at once.  At interpreter exit no put: a queue's first put starts
+        # its feeder thread, which can no longer start then.
         self._done.set()
-        deadline = time.monotonic() + (0.2 if sys.is_finalizing() else 1.0)
+        exiting = sys.is_finalizing() or _exiting
+        if not exiting:
+            for q in self._index_queues:
+                q.put(None)
+        deadline = time.monotonic() + (0.2 if exiting else 1.0)
         for w in self._workers:
             w.join(timeout=max(0.0, deadline - time.monotonic()))
         for w in self._workers:

@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""The slot ring of one pinmem.torch iterator: a memfd, pinned slot by slot.
+"""The slot ring of one pinmem.torch iterator: a memfd, pinned as a whole.
 
 The ring is one memfd mapped shared.  Workers map it themselves (they open
 /proc/<main pid>/fd/<fd>, whatever their start method), so it can be made
 after the workers started, once the first batches told how big a slot must
-be.  Each slot is pinned (and CUDA-registered) on its own: when the ring is
-dropped, the slots no batch holds are unpinned at once, and a batch a user
-keeps holds only its own slot.
+be.  The ring is pinned (and CUDA-registered) by one Buffer that only the
+ring holds; the batches handed out are tensors over memoryviews of their
+slot, which keep the memory mapped but not pinned.  So when the ring is
+released (its iterator ended or was dropped) it is unpinned at once, even
+while batches are still referenced: those live on in ordinary memory, and
+the next ring, made over the same memory, leaves their slots alone until
+they are gone.
 
 Pinning steps down where torch's DataLoader would still run: /dev/pinmem,
 else mlock within RLIMIT_MEMLOCK, else (with a CUDA backend) memory only
@@ -25,6 +29,7 @@ import weakref
 import torch
 
 from . import _pinmem
+from ._collate import Leaf, _map
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _CAP_IPC_LOCK = 14
@@ -81,49 +86,30 @@ class PinRefused(Exception):
     """Every step of the pinning ladder that was tried, and why each refused."""
 
 
-_MODE_ARGS = {"module": ("module", True), "mlock": ("mlock", True), "cuda": ("none", True),
-              "none": ("none", False)}
+def _pin(ctx, mv, mode, register):
+    """One Buffer pinning all of mv with mode, or the library's BudgetError/Error."""
+    return ctx.pin(mv, pin=mode, register=register)
 
 
-def _pin_slots(ctx, mv, slots, slot_bytes, mode, register, skip):
-    """Buffers of every slot but those in skip (None there) pinned with mode, or the
-    BudgetError/Error of the first refusal (what was pinned before it is released)."""
-    bufs = []
-    try:
-        for i in range(slots):
-            bufs.append(None if i in skip else
-                        ctx.pin(mv[i * slot_bytes:(i + 1) * slot_bytes], pin=mode,
-                                register=register))
-    except _pinmem.Error:
-        del bufs
-        raise
-    return bufs
-
-
-def _mode_of(bufs, default):
-    return next((b.pin_mode for b in bufs if b is not None), default)
-
-
-def pin_ring(ctx, mv, slots, slot_bytes, pin, skip=()):
-    """(buffers, pin mode, notes): the first mode of the ladder that pins every slot
-    (but those in skip, held by a batch of an earlier ring: None in buffers).
+def pin_ring(ctx, mv, pin):
+    """(buffer, pin mode, notes): the first mode of the ladder that pins all of mv.
 
     Modes: 'module', 'mlock', 'cuda' (registered with CUDA only) and 'none'.
     notes: what refused, for the one warning; empty when nothing worth one happened."""
     info = ctx.info()
-    total = (slots - len(skip)) * slot_bytes
+    total = mv.nbytes
     if pin != "auto":
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, pin, pin != "none", skip)
+            buf = _pin(ctx, mv, pin, pin != "none")
         except _pinmem.BudgetError as e:
             raise _pinmem.BudgetError("%s (pin=%r asked for explicitly; held in this process: %s)"
                                       % (e, pin, holders())) from None
-        return bufs, _mode_of(bufs, pin), []
+        return buf, buf.pin_mode, []
     notes = []
     if info.get("module"):
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "module", True, skip)
-            return bufs, _mode_of(bufs, "module"), notes
+            buf = _pin(ctx, mv, "module", True)
+            return buf, buf.pin_mode, notes
         except _pinmem.Error as e:
             notes.append("/dev/pinmem refused %s: %s" % (fmt_bytes(total), e))
     room = mlock_room()
@@ -133,29 +119,28 @@ def pin_ring(ctx, mv, slots, slot_bytes, pin, skip=()):
             fmt_bytes(resource.getrlimit(resource.RLIMIT_MEMLOCK)[0])))
     else:
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "mlock", True, skip)
-            return bufs, "mlock", notes
+            return _pin(ctx, mv, "mlock", True), "mlock", notes
         except _pinmem.Error as e:
             notes.append(str(e))
     if info.get("backend") == "cuda":
         try:
-            bufs = _pin_slots(ctx, mv, slots, slot_bytes, "none", True, skip)
-            if all(b.registered for b in bufs if b is not None):
-                return bufs, "cuda", notes + [
+            buf = _pin(ctx, mv, "none", True)
+            if buf.registered:
+                return buf, "cuda", notes + [
                     "the ring is registered with CUDA only, as torch's pinned memory is: no "
                     "pinmem budget applies to it"]
-            del bufs
+            del buf
         except _pinmem.Error as e:
             notes.append("cudaHostRegister: %s" % e)
-    bufs = _pin_slots(ctx, mv, slots, slot_bytes, "none", False, skip)
-    return bufs, "none", notes + ["the ring is not pinned: copies to the GPU are synchronous "
-                                  "and staged, as from pageable memory"]
+    return _pin(ctx, mv, "none", False), "none", notes + [
+        "the ring is not pinned: copies to the GPU are synchronous and staged, as from "
+        "pageable memory"]
 
 
 class Spare:
     """A released ring's memory (unpinned), kept by its loader for the next iterator's ring
     (faulting fresh pages in every epoch costs more than pinning resident ones).
-    held: slot -> weak reference to the Buffer of a batch a user still holds there."""
+    held: slot -> weak reference to the view a batch a user still holds there keeps."""
 
     def __init__(self, fd, mm, slots, slot_bytes, held):
         self.fd, self.mm, self.slots, self.slot_bytes, self.held = fd, mm, slots, slot_bytes, held
@@ -175,7 +160,7 @@ class Spare:
 
 
 class Ring:
-    """slots x slot_bytes of one memfd, each slot pinned as its own Buffer.
+    """slots x slot_bytes of one memfd, pinned by one Buffer.
 
     A slot goes back to the free list when the last tensor made from the view
     slot_view() handed out is gone (a weak reference's callback), and with
@@ -189,7 +174,6 @@ class Ring:
         self.slots, self.slot_bytes = slots, slot_bytes
         self.total = slots * slot_bytes
         self.what = what
-        self.ctx = ctx
         dev = ctx.info().get("cuda_device", -1)
         # The GPU the ring is registered with: its fences go there, whichever
         # thread (a prefetch thread, the garbage collector) drops a slot.
@@ -198,17 +182,19 @@ class Ring:
         # Weak references whose callbacks are deque.append, C code: no Python code runs
         # at garbage collection, where a Ctrl-C would be swallowed as an "ignored exception".
         self.dead = collections.deque()     # slot views whose tensors are all gone
-        self._views = {}                    # weakref -> slot
-        self.returned = collections.deque() # Buffers of an earlier ring's kept batches, gone
-        self._old = {}                      # weakref -> slot, for those
-        held = {}                           # slot -> the Buffer a kept batch holds it by
+        # id(weakref) -> (weakref, slot): a writable memoryview cannot be hashed, so
+        # neither can a weak reference to it.
+        self._views = {}
+        self.returned = collections.deque() # views an earlier ring's kept batches held, gone
+        self._old = {}                      # id(weakref) -> (weakref, slot), for those
+        held = {}                           # slot -> the view a kept batch holds it by
         if spare is not None and spare.fits(slots, slot_bytes):
             self.fd, self.mm = spare.fd, spare.mm
             spare.fd, spare.mm = -1, None
             for k, r in spare.held.items():
-                buf = r()
-                if buf is not None:
-                    held[k] = buf
+                v = r()
+                if v is not None:
+                    held[k] = v
         else:
             self.fd = os.memfd_create("pinmem-loader-ring", os.MFD_CLOEXEC)
             self.mm = None
@@ -217,21 +203,18 @@ class Ring:
                 os.ftruncate(self.fd, self.total)
                 self.mm = mmap.mmap(self.fd, self.total, mmap.MAP_SHARED,
                                     mmap.PROT_READ | mmap.PROT_WRITE)
+            self._mv = memoryview(self.mm)
             addr = ctypes.c_char.from_buffer(self.mm)
             self.base = ctypes.addressof(addr)      # where slot 0 starts in this process
             del addr
-            mv = memoryview(self.mm)
-            try:
-                self.bufs, self.pin_mode, self.notes = pin_ring(ctx, mv, slots, slot_bytes, pin,
-                                                                skip=held)
-            finally:
-                mv.release()
+            self.buf, self.pin_mode, self.notes = pin_ring(ctx, self._mv, pin)
         except BaseException:
             os.close(self.fd)
             raise
         self.free = collections.deque(k for k in range(slots) if k not in held)
-        for k, buf in held.items():
-            self._old[weakref.ref(buf, self.returned.append)] = k
+        for k, v in held.items():
+            r = weakref.ref(v, self.returned.append)
+            self._old[id(r)] = (r, k)
         del held
         # (CUDA event, slot): dropped by the host, maybe still read by GPU work queued before.
         self.fenced = []
@@ -245,7 +228,7 @@ class Ring:
     def host_tensor(self):
         """The whole ring as a uint8 tensor (for collating in the main process)."""
         if self._host is None:
-            self._host = torch.frombuffer(self.mm, dtype=torch.uint8)
+            self._host = torch.frombuffer(self._mv, dtype=torch.uint8)
         return self._host
 
     def describe(self):
@@ -256,34 +239,19 @@ class Ring:
 
     def slot_view(self, slot):
         """A view of one slot; when it and every tensor made from it are gone, the slot is free."""
-        v = self.bufs[slot].view(0, (self.slot_bytes,))
-        self._views[weakref.ref(v, self.dead.append)] = slot
+        v = self._mv[slot * self.slot_bytes:(slot + 1) * self.slot_bytes]
+        r = weakref.ref(v, self.dead.append)
+        self._views[id(r)] = (r, slot)
         return v
 
-    def _collect_returned(self):
-        """Pin the slots an earlier ring's kept batches held, now that they are gone."""
-        while self.returned:
-            slot = self._old.pop(self.returned.popleft())
-            mode, register = _MODE_ARGS.get(self.pin_mode, ("none", False))
-            mv = memoryview(self.mm)
-            try:
-                self.bufs[slot] = self.ctx.pin(
-                    mv[slot * self.slot_bytes:(slot + 1) * self.slot_bytes], pin=mode,
-                    register=register)
-            except _pinmem.Error:
-                continue                    # refused now: the ring goes on with one slot less
-            finally:
-                mv.release()
-            self.free.append(slot)
-
     def _collect_dead(self):
-        if self.returned:
-            self._collect_returned()
+        while self.returned:
+            self.free.append(self._old.pop(id(self.returned.popleft()))[1])
         # The ring is CUDA-registered: a copy queued from a slot (x.cuda(non_blocking=True))
         # may still read it after the last host tensor is gone.  An event recorded now on
         # the ring's GPU's current stream comes after that copy.
         while self.dead:
-            slot = self._views.pop(self.dead.popleft())
+            slot = self._views.pop(id(self.dead.popleft()))[1]
             if self.device is not None and torch.cuda.is_initialized():
                 ev = torch.cuda.Event()
                 ev.record(torch.cuda.current_stream(self.device))
@@ -311,33 +279,34 @@ class Ring:
             self.free.append(slot)
 
     def quiesce(self):
-        """Wait for every GPU read of a dropped slot (before the ring is unpinned)."""
+        """Wait for every GPU read of the ring (before it is unregistered and unpinned)."""
         self._collect_dead()
         while self.fenced:
             ev, slot = self.fenced.pop(0)
             ev.synchronize()
             self.free.append(slot)
+        if self._views and self.device is not None and torch.cuda.is_initialized():
+            # A batch still referenced may have a copy queued from it.
+            torch.cuda.synchronize(self.device)
 
     def close(self):
-        """Unpin the slots no batch holds (the others when their batches go); returns the
-        memory as a Spare for the next ring (None when there is nothing to hand on)."""
+        """Unpin the ring now (batches still referenced live on, unpinned); returns its memory
+        as a Spare for the next ring (None when there is nothing to hand on)."""
         try:
             self.quiesce()
         except Exception:
             pass
         _rings.discard(self)
+        self.buf = None
+        self._host = None
         if self.fd < 0:
             return None
-        refs = {k: weakref.ref(b) for k, b in enumerate(self.bufs) if b is not None}
-        self.bufs = []
-        self._host = None
-        held = {k: r for k, r in refs.items() if r() is not None}
-        for r, k in self._old.items():
-            if r() is not None:
-                held[k] = r
+        held = {k: r for r, k in list(self._views.values()) + list(self._old.values())
+                if r() is not None}
+        self._views.clear()
         self._old.clear()
         spare = Spare(self.fd, self.mm, self.slots, self.slot_bytes, held)
-        self.fd, self.mm = -1, None
+        self.fd, self.mm, self._mv = -1, None, None
         return spare
 
     def __del__(self):
@@ -347,3 +316,19 @@ class Ring:
                 spare.close()
         except Exception:
             pass
+
+
+def slot_batch(layout, view, device_copy=None):
+    """The batch for the consumer: every Leaf of layout a zero-copy tensor (or array) over
+    view (a slot's memoryview, which every such tensor keeps referenced)."""
+    if isinstance(layout, Leaf):
+        dtype = getattr(torch, layout.dtype)
+        if layout.offset < 0:
+            t = torch.empty(layout.shape, dtype=dtype)
+        else:
+            t = torch.frombuffer(view, dtype=torch.uint8, count=layout.nbytes,
+                                 offset=layout.offset).view(dtype).view(layout.shape)
+        if layout.kind == "ndarray":
+            return t.numpy()
+        return device_copy(t) if device_copy is not None else t
+    return _map(layout, lambda x: slot_batch(x, view, device_copy))

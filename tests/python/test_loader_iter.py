@@ -133,8 +133,8 @@ def gone(pids):
 @pytest.mark.parametrize("how", ["break", "exception", "drop", "keyboardinterrupt"])
 def test_leaving_early_stops_workers_and_unpins_without_the_collector(how):
     """break, an exception out of the loop, or the last reference to an iterator dropped:
-    the workers stop and the ring is unpinned at once (no gc.collect()), except the slot of
-    the batch still referenced, which goes with it."""
+    the workers stop and the ring is unpinned at once (no gc.collect()), also while the
+    last batch is still referenced (it lives on in ordinary memory)."""
     base = pinned_bytes()
     L = pt.DataLoader(Images(n=64, shape=(3, 64, 64)), batch_size=8, num_workers=2,
                       module=MODULE_MODE, slot_bytes=128 * 1024)
@@ -160,10 +160,9 @@ def test_leaving_early_stops_workers_and_unpins_without_the_collector(how):
                     raise exc("out")
             except exc:
                 pass
-        assert pinned_bytes(collect=False) - base == 128 * 1024   # x's slot
+        assert pinned_bytes(collect=False) == base    # x lives on, unpinned
         assert gone(pids)
         del x
-        assert pinned_bytes(collect=False) == base
         assert not L._shared.iterators
     finally:
         gc.enable()
@@ -242,7 +241,7 @@ def test_next_epoch_reuses_the_ring_memory_but_not_a_kept_batchs_slot(workers):
     kept = [b for k, b in enumerate(it) if k in (2, 9)]   # two slots held past the epoch
     copies = [clone(b) for b in kept]
     del it
-    assert pinned_bytes() - base == 2 * 4096
+    assert pinned_bytes() == base
     it = iter(L)
     assert it._ring.base == addr
     assert len(it._ring._old) == 2                          # two slots wait for their batches
@@ -252,7 +251,7 @@ def test_next_epoch_reuses_the_ring_memory_but_not_a_kept_batchs_slot(workers):
     kept.clear()
     it = iter(L)
     next(it)
-    assert not it._ring._old and all(b is not None for b in it._ring.bufs)  # they came back
+    assert not it._ring._old                                   # they came back
     del it
     L.close()
     assert pinned_bytes() == base

@@ -27,38 +27,38 @@ class FakeBuf:
 
 
 class FakeCtx:
-    """A context whose pins are refused for the modes in `refuse` (after `after` slots)."""
+    """A context whose pins are refused for the modes in `refuse`."""
 
-    def __init__(self, module, backend, refuse, after=0):
+    def __init__(self, module, backend, refuse):
         self._info = {"module": module, "backend": backend, "cuda_device": -1}
-        self.refuse, self.after, self.tried, self.closed = refuse, after, [], False
+        self.refuse, self.tried, self.closed = refuse, [], False
 
     def info(self):
         return self._info
 
     def pin(self, obj, pin="auto", register=True):
         self.tried.append((pin, register))
-        if pin in self.refuse and len([t for t in self.tried if t[0] == pin]) > self.after:
+        if pin in self.refuse:
             raise pinmem.BudgetError("%s refused: over budget" % pin)
         return FakeBuf(pin if pin != "auto" else "module", register and self._info["backend"] == "cuda")
 
 
-def ladder(ctx, pin="auto", slots=3):
-    mv = memoryview(bytearray(slots * 4096))
-    bufs, mode, notes = ring_mod.pin_ring(ctx, mv, slots, 4096, pin)
+def ladder(ctx, pin="auto"):
+    mv = memoryview(bytearray(3 * 4096))
+    buf, mode, notes = ring_mod.pin_ring(ctx, mv, pin)
     return mode, notes, [t[0] for t in ctx.tried]
 
 
 def test_ladder_steps_down_in_order():
     # the module pins: nothing to say
     assert ladder(FakeCtx(True, "cuda", set()))[:2] == ("module", [])
-    # the module refuses (a budget) after two slots: mlock, and the refusal is noted
-    mode, notes, tried = ladder(FakeCtx(True, "host", {"module"}, after=2))
-    assert mode == "mlock" and tried == ["module"] * 3 + ["mlock"] * 3
+    # the module refuses (a budget): mlock, and the refusal is noted
+    mode, notes, tried = ladder(FakeCtx(True, "host", {"module"}))
+    assert mode == "mlock" and tried == ["module", "mlock"]
     assert "/dev/pinmem refused" in notes[0]
     # no module, mlock refused, a CUDA backend: registered with CUDA only, budgets not enforced
     mode, notes, tried = ladder(FakeCtx(False, "cuda", {"mlock"}))
-    assert mode == "cuda" and tried == ["mlock", "none", "none", "none"]
+    assert mode == "cuda" and tried == ["mlock", "none"]
     assert any("no pinmem budget applies" in n for n in notes)
     # no CUDA either: an unpinned ring, never an error
     mode, notes, _ = ladder(FakeCtx(False, "host", {"mlock"}))
@@ -81,7 +81,7 @@ def test_explicit_pin_refusal_is_a_budget_error_naming_the_holders():
         ladder(FakeCtx(False, "host", {"mlock"}), pin="mlock")
     msg = str(e.value)
     assert "mlock refused" in msg and "pin='mlock' asked for explicitly" in msg
-    assert "a pinmem.torch.DataLoader ring (dataset Images): 3 slots x 8.0 KiB" in msg
+    assert "a pinmem.torch.DataLoader ring (dataset Images): 3 slots x 8.0 KiB = 24.0 KiB" in msg
     del it
     held.close()
 
