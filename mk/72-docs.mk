@@ -5,6 +5,9 @@
 #   make demo-check   a small `make demo` ends with its three closing lines
 #                     (what the fastest row means for a training job, what
 #                     pinmem picks here, what to try next)
+#   readme-check      (tests/install/readme-commands.sh, mk/70-install.mk) covers
+#                     docs/*.md too and runs their command blocks; here it gets
+#                     the Python package it runs their python blocks with
 
 .PHONY: man-check demo-check
 
@@ -23,3 +26,7 @@ demo-check:
 	echo "demo-check: OK"
 
 CHECK_STEPS += man-check demo-check
+
+# readme-check (mk/70-install.mk) also runs the python blocks of docs/*.md,
+# with the package `make python` builds.
+readme-check: $(O)/python/.built
