@@ -93,6 +93,27 @@ class Shared:
         self.iterators = weakref.WeakSet()
         self.spare = None               # the last ring's memory, unpinned (see _ring.Spare)
 
+    def __getstate__(self):
+        # A copy (copy.deepcopy of the loader, or a pickle) starts with no context, ring
+        # or warnings of its own; a context given as ctx= is shared, not copied.
+        st = dict(self.__dict__, ctx=None, pin_mode="", warned=set(), spare=None)
+        del st["iterators"]
+        return st
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        self.iterators = weakref.WeakSet()
+
+    def __deepcopy__(self, memo):
+        new = Shared.__new__(Shared)
+        new.__setstate__(self.__getstate__())
+        return new
+
+    def __reduce__(self):
+        st = self.__getstate__()
+        st["ctx_arg"] = None        # a Context does not travel to another process
+        return (Shared.__new__, (Shared,), st)
+
     def keep_spare(self, spare):
         old, self.spare = self.spare, spare
         if old is not None:
@@ -298,6 +319,7 @@ class _RingIter(tdl._BaseDataLoaderIter):
             self._reap_copies(wait=True)
         self._pending = []
         if ring is not None:
+            _worker.disinherit(ring)
             spare = ring.close()
             if spare is not None:
                 if os.getpid() == self._main_pid:
@@ -376,6 +398,10 @@ class MultiIter(_RingIter):
             self._worker_init_fn = functools.partial(
                 tdl._sharding_worker_init_fn, self._worker_init_fn, self._world_size, self._rank)
         self._ring_init(loader, shared)
+        start = mp.get_start_method() if hasattr(mp, "get_start_method") else "fork"
+        if self._ring is not None and start == "fork":
+            # Forked workers find the ring already mapped (see _worker.attach).
+            _worker.inherit(self._ring)
         self._result_q = mp.Queue()
         self._done = mp.Event()
         loop = _worker.torch_worker_loop()

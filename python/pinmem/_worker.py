@@ -52,6 +52,15 @@ class Unpinned:
         self.batch, self.need, self.overflow, self.note = batch, need, overflow, note
 
 
+def inherit(ring):
+    """Map ring in this (main) process's table, for workers forked from now on."""
+    _mapped[ring.gen] = (None, ring.host_tensor())
+
+
+def disinherit(ring):
+    _mapped.pop(ring.gen, None)
+
+
 def attach(desc):
     """The ring described by desc (see _ring.Ring.desc) as a uint8 tensor, mapped once per ring."""
     gen, pid, fd, total, _slot_bytes = desc

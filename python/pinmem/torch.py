@@ -74,6 +74,14 @@ def _device_of(device):
     return torch.device("cuda", d.index if d.index is not None else torch.cuda.current_device())
 
 
+def _cuda_device_or_none(name):
+    """pin_memory_device as a CUDA device (torch also takes other accelerators: not ours)."""
+    try:
+        return _device_of(name or None)
+    except (ValueError, RuntimeError):
+        return None
+
+
 class DataLoader(torch.utils.data.DataLoader[T_co]):
     """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
     num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
@@ -135,7 +143,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         self._shared = Shared(
             ctx=ctx, module=module, pin=pin, device=self.device,
             ring_device=self.device if self.device is not None
-            else _device_of(pin_memory_device or None),
+            else _cuda_device_or_none(pin_memory_device),
             slot_bytes=slot_bytes, slots=slots, oversize=oversize,
             what="dataset %s" % type(self.dataset).__name__)
 

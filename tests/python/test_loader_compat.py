@@ -269,3 +269,47 @@ def test_spawn_and_forkserver_workers_share_the_ring(method):
 def test_default_collate_fn_is_torchs():
     assert pt.DataLoader(Images()).collate_fn is default_collate
     assert os.environ.get("PINMEM_NO_SUCH") is None
+
+
+def test_a_loader_copies_and_pickles_as_torchs_does():
+    import copy
+    import pickle
+    L = pt.DataLoader(Images(), batch_size=4, num_workers=1, module=MODULE_MODE, slots=5)
+    assert sum(1 for _ in L) == 10
+    for new in (copy.deepcopy(L), pickle.loads(pickle.dumps(L))):
+        assert type(new) is pt.DataLoader and new.slots == 5 and new.pin_mode == ""
+        assert [b[1].tolist() for b in new] == [b[1].tolist() for b in L]
+        new.close()
+    L.close()
+
+
+def deny_proc_fds(worker_id):
+    """worker_init_fn: this worker cannot open another process's fds through /proc
+    (a non-dumpable parent, a hardened /proc)."""
+    real = os.open
+
+    def fake(path, *a, **kw):
+        if str(path).startswith("/proc/") and "/fd/" in str(path):
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, *a, **kw)
+    os.open = fake
+
+
+def test_workers_that_cannot_open_the_ring_by_proc():
+    """Forked workers started after the ring exists inherit its mapping; others (the first
+    epoch's, which size the ring) deliver through ordinary memory with one warning."""
+    want = outcome(TorchDL, Images(), batch_size=4, num_workers=1)
+    L = pt.DataLoader(Images(), batch_size=4, num_workers=1, worker_init_fn=deny_proc_fds,
+                      module=MODULE_MODE, slot_bytes=4096, multiprocessing_context="fork")
+    it = iter(L)
+    lo, hi = it._ring.base, it._ring.base + it._ring.total
+    got = [clone(b) for b in it if lo <= b[0].data_ptr() < hi]
+    assert len(got) == 10 and all(equal(w, g) for w, g in zip(want, got))
+    del it
+    L.close()
+    L = pt.DataLoader(Images(), batch_size=4, num_workers=1, worker_init_fn=deny_proc_fds,
+                      module=MODULE_MODE, multiprocessing_context="fork")
+    with pytest.warns(pt.PinningWarning, match="a worker could not map the ring"):
+        got = [clone(b) for b in L]
+    assert len(got) == 10 and all(equal(w, g) for w, g in zip(want, got))
+    L.close()
