@@ -16,8 +16,14 @@
  *    memory a user can make the module spend on bookkeeping.
  *  - the global limit, the caller's per-user limit and the limits of the
  *    pinning task's cgroup and its ancestors (kmod/cgroup.c), checked and
- *    charged together under pinmem_budget_lock, so concurrent pins never
- *    overshoot any of them, not even transiently.
+ *    charged together under pinmem_budget_lock, so concurrent charges never
+ *    take any counter past its limit, not even transiently.
+ *
+ * A PIN charges before it pins (kmod/file.c): each chunk its worst case,
+ * settled to what its pages keep once they are known.  The charges of PINs
+ * in progress (reserved_bytes) count like any other, also in the
+ * RLIMIT_MEMLOCK counters io_uring, RDMA and VFIO read: for that moment
+ * they see the reservation.
  *
  * The same lock guards the limits, the per-user table and every counter
  * (global, user and file), so a stats reader sees one consistent state.
@@ -36,6 +42,7 @@
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
 #include <linux/user_namespace.h>
+#include <linux/wait.h>
 
 #include "budget.h"
 #include "cgroup.h"
@@ -49,10 +56,13 @@
  * @limit: the per-uid override
  * @acct: counters
  * @tail_lock: held by the one PIN of this user that pins a page before it
- *	is charged (kmod/file.c, pinmem_file_reserve()); not the budget lock
+ *	is charged in full (kmod/file.c, pinmem_file_reserve())
+ * @gup_lock: held by the one PIN of this user that runs GUP
+ *	(pinmem_region_pin_chunk()), so this user adds at most one chunk's
+ *	references to a page at a time (PINMEM_FOLIO_REFS_MAX, kmod/region.c)
  *
- * Lives while a file holds it or an override is set.  All fields but
- * @tail_lock are guarded by pinmem_budget_lock.
+ * Lives while a file holds it or an override is set.  All fields but the
+ * two mutexes are guarded by pinmem_budget_lock.
  */
 struct pinmem_user {
 	struct rb_node node;
@@ -62,6 +72,7 @@ struct pinmem_user {
 	u64 limit;
 	struct pinmem_acct acct;
 	struct mutex tail_lock;
+	struct mutex gup_lock;
 };
 
 /**
@@ -260,6 +271,7 @@ void pinmem_budget_exit(void)
 
 	rbtree_postorder_for_each_entry_safe(u, tmp, &pinmem_users, node) {
 		WARN_ON_ONCE(u->refs || u->acct.pinned_bytes);
+		mutex_destroy(&u->gup_lock);
 		mutex_destroy(&u->tail_lock);
 		kfree(u);
 	}
@@ -269,12 +281,15 @@ void pinmem_budget_exit(void)
 /**
  * pinmem_budget_current_user() - the user the caller's PINs are charged to
  *
- * The real user behind the caller's user-namespace chain, as mlock's
- * ucounts see it at the top: the caller's uid in the initial namespace, or
- * the owner of the outermost namespace above it (the user who made a
- * rootless container; root for containers root made).  A user who maps
- * subordinate uids in a namespace of their own thus stays one user, with
- * one budget and one region cap, however many uids it maps.
+ * The real user behind the caller's user namespaces, as mlock's ucounts
+ * charge it at the top: the caller's uid, or, inside user namespaces an
+ * unprivileged user made, that user (the owner of the outermost of them,
+ * walking up until the initial namespace or a namespace root made).  A
+ * user who maps subordinate uids in a namespace of its own thus stays one
+ * user, with one budget and one region cap, however many uids it maps.
+ * Namespaces root made (container runtimes, which give each container its
+ * own range of host uids) keep the host uid of each process: root chose
+ * those uids, and its containers do not share root's budget.
  *
  * Return: the kuid.
  */
@@ -283,8 +298,11 @@ kuid_t pinmem_budget_current_user(void)
 	const struct user_namespace *ns = current_user_ns();
 	kuid_t uid = current_uid();
 
-	for (; ns != &init_user_ns; ns = ns->parent)
+	for (; ns != &init_user_ns; ns = ns->parent) {
+		if (uid_eq(ns->owner, GLOBAL_ROOT_UID))
+			break;
 		uid = ns->owner;
+	}
 	return uid;
 }
 
@@ -339,8 +357,10 @@ static struct pinmem_user *pinmem_user_alloc(void)
 {
 	struct pinmem_user *u = kzalloc(sizeof(*u), GFP_KERNEL);
 
-	if (u)
+	if (u) {
 		mutex_init(&u->tail_lock);
+		mutex_init(&u->gup_lock);
+	}
 	return u;
 }
 
@@ -348,6 +368,7 @@ static void pinmem_user_free(struct pinmem_user *u)
 {
 	if (!u)
 		return;
+	mutex_destroy(&u->gup_lock);
 	mutex_destroy(&u->tail_lock);
 	kfree(u);
 }
@@ -433,6 +454,29 @@ int pinmem_budget_tail_lock(struct pinmem_file *f)
 void pinmem_budget_tail_unlock(struct pinmem_file *f)
 {
 	mutex_unlock(&f->user->tail_lock);
+}
+
+/**
+ * pinmem_budget_gup_lock() - take the GUP lock of @f's user
+ * @f: the file pinning
+ *
+ * Taken before the mmap lock, around one chunk's GUP: a user waits only
+ * for its own PINs.
+ *
+ * Return: 0 or -EINTR on a fatal signal.
+ */
+int pinmem_budget_gup_lock(struct pinmem_file *f)
+{
+	return mutex_lock_killable(&f->user->gup_lock) ? -EINTR : 0;
+}
+
+/**
+ * pinmem_budget_gup_unlock() - release what pinmem_budget_gup_lock() took
+ * @f: the file
+ */
+void pinmem_budget_gup_unlock(struct pinmem_file *f)
+{
+	mutex_unlock(&f->user->gup_lock);
 }
 
 /* Caller holds pinmem_budget_lock. */
@@ -669,18 +713,108 @@ u32 pinmem_budget_charge(struct pinmem_file *f, struct pinmem_cg *cg,
 	return reason;
 }
 
-/**
- * pinmem_budget_reserving() - does a PIN hold a reservation right now?
- *
- * A refusal while one does may be only that reservation's worst case
- * (kmod/file.c waits a moment and tries again).
- *
- * Return: true while some PIN has charged a chunk's worst case it has not
- * settled yet.
- */
-bool pinmem_budget_reserving(void)
+/* Woken when a reservation is settled or given back. */
+static DECLARE_WAIT_QUEUE_HEAD(pinmem_settle_wq);
+
+static u64 pinmem_room(u64 pinned, u64 limit)
 {
-	return READ_ONCE(pinmem_global.reserved_bytes) != 0;
+	if (limit == PINMEM_UNLIMITED)
+		return U64_MAX;
+	return pinned < limit ? limit - pinned : 0;
+}
+
+/**
+ * pinmem_budget_room() - bytes @f could charge now
+ * @f: the file pinning; the caller runs on @f->mm
+ * @cg: the cgroup entry its PIN is charged to, or NULL
+ *
+ * The least room left in any budget a charge of @f would go to, the
+ * caller's RLIMIT_MEMLOCK (on mm->pinned_vm and user->locked_vm) included
+ * unless it is not bound by it.  A hint for sizing a reservation (it may
+ * be gone by the time the charge is made), so a PIN charges once what
+ * fits rather than trying sizes: io_uring, RDMA and VFIO, which share the
+ * RLIMIT_MEMLOCK counters, see only reservations that fit.
+ *
+ * Return: bytes, U64_MAX when nothing limits it.
+ */
+u64 pinmem_budget_room(struct pinmem_file *f, struct pinmem_cg *cg)
+{
+	u64 room = U64_MAX, used, lim;
+	struct pinmem_cg *c;
+
+	if (READ_ONCE(pinmem_enforce_rlimit) &&
+	    !ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK)) {
+		lim = rlimit(RLIMIT_MEMLOCK);
+		used = max_t(u64, atomic64_read(&f->mm->pinned_vm),
+			     atomic_long_read(&f->ustruct->locked_vm));
+		if (lim != RLIM_INFINITY)
+			room = pinmem_room(used << PAGE_SHIFT, lim);
+	}
+	spin_lock(&pinmem_budget_lock);
+	room = min(room, pinmem_room(pinmem_global.pinned_bytes,
+				     pinmem_global_limit.bytes));
+	room = min(room, pinmem_room(f->user->acct.pinned_bytes,
+				     pinmem_user_limit(f->user)));
+	for (c = cg; c; c = c->parent)
+		if (c->limited)
+			room = min(room, pinmem_room(c->pinned_bytes, c->limit));
+	spin_unlock(&pinmem_budget_lock);
+	return room;
+}
+
+/*
+ * Bytes reserved by PINs in progress in the budget that refused with
+ * @reason (@refuser: the cgroup, for a cgroup's refusal).  RLIMIT_MEMLOCK
+ * counts a user's and a process's pins, of which the user's reservations
+ * are the ones pinmem knows.
+ */
+static u64 pinmem_refuser_reserved(struct pinmem_file *f, struct pinmem_cg *cg,
+				   u32 reason, u64 refuser)
+{
+	u64 bytes = 0;
+
+	spin_lock(&pinmem_budget_lock);
+	switch (reason) {
+	case PINMEM_REFUSED_GLOBAL:
+		bytes = pinmem_global.reserved_bytes;
+		break;
+	case PINMEM_REFUSED_USER:
+	case PINMEM_REFUSED_RLIMIT:
+	case PINMEM_REFUSED_RLIMIT_USER:
+		bytes = f->user->acct.reserved_bytes;
+		break;
+	case PINMEM_REFUSED_CGROUP:
+		for (; cg; cg = cg->parent)
+			if (cg->id == refuser)
+				bytes = cg->reserved_bytes;
+		break;
+	}
+	spin_unlock(&pinmem_budget_lock);
+	return bytes;
+}
+
+/**
+ * pinmem_budget_wait_reserved() - wait for reservations in a refusing budget
+ * @f: the file whose charge was refused
+ * @cg: its cgroup entry, or NULL
+ * @reason: the refusal
+ * @refuser: the refusing cgroup's id, for PINMEM_REFUSED_CGROUP
+ * @timeout: jiffies to wait at most
+ *
+ * A refusal while other PINs hold reservations in the same budget may be
+ * only their worst cases, settled a moment later to what their pages take:
+ * the caller may try again once they are.
+ *
+ * Return: true when that budget held reservations (try again), false when
+ * the refusal stands or on a fatal signal.
+ */
+bool pinmem_budget_wait_reserved(struct pinmem_file *f, struct pinmem_cg *cg,
+				 u32 reason, u64 refuser, long timeout)
+{
+	if (!pinmem_refuser_reserved(f, cg, reason, refuser))
+		return false;
+	return wait_event_killable_timeout(pinmem_settle_wq,
+		!pinmem_refuser_reserved(f, cg, reason, refuser), timeout) >= 0;
 }
 
 static void pinmem_acct_settle(struct pinmem_acct *a, u64 reserved,
@@ -709,6 +843,8 @@ void pinmem_budget_settle(struct pinmem_file *f, struct pinmem_cg *cg,
 	pinmem_cg_charge(cg, -(s64)(reserved - actual), -(s64)reserved);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, (reserved - actual) >> PAGE_SHIFT);
+	if (reserved)
+		wake_up_all(&pinmem_settle_wq);
 }
 
 static void pinmem_acct_commit(struct pinmem_acct *a)
@@ -764,6 +900,8 @@ void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
 	pinmem_cg_charge(cg, -(s64)bytes, reserve ? -(s64)bytes : 0);
 	spin_unlock(&pinmem_budget_lock);
 	pinmem_rlimit_uncharge(f, bytes >> PAGE_SHIFT);
+	if (reserve && bytes)
+		wake_up_all(&pinmem_settle_wq);
 }
 
 /**

@@ -64,9 +64,13 @@ void pinmem_budget_uncharge(struct pinmem_file *f, struct pinmem_cg *cg,
 			    u64 bytes, unsigned int flags);
 void pinmem_budget_settle(struct pinmem_file *f, struct pinmem_cg *cg,
 			  u64 reserved, u64 actual);
-bool pinmem_budget_reserving(void);
+u64 pinmem_budget_room(struct pinmem_file *f, struct pinmem_cg *cg);
+bool pinmem_budget_wait_reserved(struct pinmem_file *f, struct pinmem_cg *cg,
+				 u32 reason, u64 refuser, long timeout);
 int pinmem_budget_tail_lock(struct pinmem_file *f);
 void pinmem_budget_tail_unlock(struct pinmem_file *f);
+int pinmem_budget_gup_lock(struct pinmem_file *f);
+void pinmem_budget_gup_unlock(struct pinmem_file *f);
 void pinmem_budget_commit(struct pinmem_file *f);
 void pinmem_budget_release(struct pinmem_file *f, struct pinmem_cg *cg,
 			   u64 bytes);

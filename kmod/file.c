@@ -219,20 +219,20 @@ static u32 pinmem_pin_reason(int err)
  * @f: the file pinning
  * @cg: the cgroup entry the PIN is charged to, or NULL
  * @reserved: bytes charged for the chunk being pinned, before its pages
- *	are known (its worst case)
+ *	are known (its worst case, or what the budgets had room for)
  * @charged: bytes charged for the chunks pinned so far (their pages)
  * @kmem: kernel bytes the folio accounting allocated for them
- * @step: pages the next reservation tries to cover first: twice what the
- *	last one covered, so a tight budget does not halve from the top each
- *	chunk
+ * @step: pages the next reservation may cover at most: twice what the last
+ *	one covered, so a PIN near a limit does not try the largest first
  * @refused: the PINMEM_REFUSED_* reason the PIN ends with, when a budget or
  *	a bound refused it (0 for other failures)
  * @refuser: the cgroup that refused, for PINMEM_REFUSED_CGROUP
- * @tail: holds its user's tail lock (pinmem_budget_tail_lock()): chunks
- *	whose worst case the budgets cannot cover are pinned a page at a time
- *	and charged once their pages are known
- * @waits: times this PIN waited for other PINs' reservations to settle
- *	(PINMEM_RESERVED_WAITS)
+ * @tail: holds its user's tail lock (pinmem_budget_tail_lock()) and the
+ *	file's lock around each chunk: a chunk whose worst case the budgets
+ *	have no room for is one page, charged what room there is before it
+ *	is pinned and the rest once it is known
+ * @waited: jiffies this PIN waited for other PINs' reservations to settle
+ *	(PINMEM_RESERVED_WAIT)
  */
 struct pinmem_pin_ctx {
 	struct pinmem_file *f;
@@ -244,73 +244,101 @@ struct pinmem_pin_ctx {
 	u32 refused;
 	u64 refuser;
 	bool tail;
-	unsigned int waits;
+	long waited;
 };
 
 /*
- * A budget refusal while other PINs hold reservations may be only their
- * worst cases, gone a moment later: wait a millisecond and try again, this
- * many times at most per PIN.
+ * A budget refusal while other PINs hold reservations in that budget may be
+ * only their worst cases, settled a moment later: wait for them and try
+ * again, for this long at most per PIN.
  */
-#define PINMEM_RESERVED_WAITS	64
+#define PINMEM_RESERVED_WAIT	(HZ / 2)
 
 static bool pinmem_file_wait_reserved(struct pinmem_pin_ctx *c)
 {
-	if (!pinmem_budget_reserving() || c->waits >= PINMEM_RESERVED_WAITS)
+	long slice = max_t(long, 1, HZ / 100);
+
+	if (c->waited >= PINMEM_RESERVED_WAIT || fatal_signal_pending(current))
 		return false;
-	c->waits++;
-	msleep(1);
-	return true;
+	c->waited += slice;
+	return pinmem_budget_wait_reserved(c->f, c->cg, c->refused, c->refuser,
+					   slice);
+}
+
+/* The most @n pages from @addr can keep allocated (pinmem_reserve_fn). */
+static u64 pinmem_worst(unsigned long addr, unsigned long n, u64 folio_bytes,
+			bool aligned)
+{
+	u64 first, end;
+
+	if (!aligned)
+		return n * folio_bytes;
+	first = round_down((u64)addr, folio_bytes);
+	end = round_up((u64)addr + ((u64)n << PAGE_SHIFT), folio_bytes);
+	return end - first;
 }
 
 /*
  * pinmem_reserve_fn of a PIN (kmod/region.h): charge the worst case of as
- * many of the next @npages pages as the budgets allow, each page in a folio
- * of its own of @folio_bytes, halving the count down to one page.  When
- * even one page's worst case does not fit, the page may still be a base
+ * many of the next @npages pages as the budgets have room for, leaving
+ * half the room to others when more than one page fits.  The worst case of
+ * a page is a folio of its own of @folio_bytes; in a hugetlb mapping
+ * (@aligned) the pages of one aligned stretch share a folio.  (A hugetlb
+ * page that another thread unmaps and faults again in the middle of one
+ * GUP call may be pinned beside the new one until the chunk is settled a
+ * moment later: the one case a chunk's pins pass its reservation while no
+ * one waits for user space.)
+ *
+ * When not even one page's worst case fits, the page may still be a base
  * page or sit in a folio the file holds already: with the tail lock held,
- * reserve nothing and pin that one page, to be charged as soon as it is
- * known (pinmem_file_settle()); without it, return 0 so the caller takes it.
- * A one-page pin holds nothing while GUP may sleep in a fault, so the only
- * pins ever ahead of their charge are the page of one such pin per user,
- * between GUP's return and the charge, with nothing waited for in between.
+ * reserve what room there is (at most a folio) and pin that one page, to
+ * be charged the rest, or refused, as soon as it is known
+ * (pinmem_file_settle()); without it, return 0 so the caller takes it.  A
+ * one-page pin holds nothing while GUP may sleep in a fault, so the only
+ * pins ever ahead of their charge are one such page per user, by at most
+ * its folio less the room its budgets had, between GUP's return and the
+ * charge, with the file's lock held and nothing else waited for.
  */
-static unsigned long pinmem_file_reserve(void *arg, unsigned long npages,
-					 u64 folio_bytes)
+static unsigned long pinmem_file_reserve(void *arg, unsigned long addr,
+					 unsigned long npages, u64 folio_bytes,
+					 bool aligned)
 {
 	struct pinmem_pin_ctx *c = arg;
 	unsigned long n = min(npages, c->step);
-	u64 refuser;
-	u32 reason;
+	u64 room = pinmem_budget_room(c->f, c->cg), want, refuser;
 
-	for (;;) {
-		reason = pinmem_budget_charge(c->f, c->cg, n * folio_bytes,
-					      PINMEM_CHARGE_RESERVE, &refuser);
-		if (!reason) {
-			c->refused = 0;
-			c->reserved = n * folio_bytes;
+	while (n > 1 && pinmem_worst(addr, n, folio_bytes, aligned) > room / 2)
+		n = aligned ? min_t(unsigned long, n / 2,
+				    (round_up(addr + 1, folio_bytes) - addr) >>
+				    PAGE_SHIFT) : n / 2;
+	want = pinmem_worst(addr, n, folio_bytes, aligned);
+	if (want <= room) {
+		if (!pinmem_budget_charge(c->f, c->cg, want,
+					  PINMEM_CHARGE_RESERVE, &refuser)) {
+			c->reserved = want;
 			c->step = min_t(unsigned long, 2 * n, PINMEM_CHUNK);
 			return n;
 		}
-		c->refused = reason;
-		c->refuser = refuser;
-		if (n == 1)
-			break;
-		n /= 2;
 	}
 	c->step = 1;
 	c->reserved = 0;
-	return c->tail ? 1 : 0;
+	if (!c->tail)
+		return 0;
+	want = min(folio_bytes, room) & PAGE_MASK;
+	if (want && !pinmem_budget_charge(c->f, c->cg, want,
+					  PINMEM_CHARGE_RESERVE, &refuser))
+		c->reserved = want;
+	return 1;
 }
 
 /*
  * Charge the @n pages just pinned for @r what they keep allocated, in
- * place of the worst case reserved for them, and record them in @r.  On
- * failure they are unpinned and un-counted, nothing of the chunk stays
- * charged, and the pages recorded before stay in @r for the caller to
- * release.  Returns 0, 1 when the chunk should be pinned again (a budget
- * refused while other PINs held reservations), or a negative errno
- * (c->refused set for a budget).
+ * place of what was reserved for them, and record them in @r; @f->lock is
+ * held.  On failure they are unpinned and un-counted, c->reserved is left
+ * for the caller to give back, and the pages recorded before stay in @r
+ * for the caller to release.  Returns 0, 1 when the chunk should be pinned
+ * again (a budget refused while other PINs held reservations in it), or a
+ * negative errno (c->refused set for a budget).
  */
 static int pinmem_file_settle(struct pinmem_pin_ctx *c,
 			      struct pinmem_region *r, struct page **pages,
@@ -325,32 +353,31 @@ static int pinmem_file_settle(struct pinmem_pin_ctx *c,
 	int ret;
 
 	c->refused = 0;
-	mutex_lock(&f->lock);
 	ret = pinmem_folio_add_pages(&f->folios, pages, n, c->cg, &actual,
 				     &kmem);
 	if (ret) {
-		mutex_unlock(&f->lock);
 		unpin_user_pages(pages, n);
 		if (ret == -ETOOMANYREFS)
 			c->refused = PINMEM_REFUSED_FOLIO_PINS;
-		return ret;	/* the caller gives the reservation back */
+		return ret;
 	}
 	if (actual > c->reserved) {
-		/* Only a page pinned ahead of its charge gets here. */
+		/*
+		 * A page pinned ahead of its charge (or, on a kernel with
+		 * folios larger than pinmem_chunk_shape() knows of, a chunk):
+		 * charge the rest now or give the pages up.
+		 */
 		reason = pinmem_budget_charge(f, c->cg, actual - c->reserved,
 					      0, &refuser);
 		if (reason) {
 			pinmem_folio_del_pages(&f->folios, pages, n, &freed,
 					       &gone);
-			mutex_unlock(&f->lock);
 			unpin_user_pages(pages, n);
 			/* New to the file and never charged: free them only. */
 			pinmem_folio_release(&gone, NULL, NULL);
 			c->refused = reason;
 			c->refuser = refuser;
-			if (pinmem_file_wait_reserved(c))
-				return 1;	/* pin the chunk again */
-			return pinmem_budget_errno(reason);
+			return -EDQUOT;	/* the caller decides what to say */
 		}
 		pinmem_budget_settle(f, c->cg, c->reserved, c->reserved);
 	} else {
@@ -364,22 +391,60 @@ static int pinmem_file_settle(struct pinmem_pin_ctx *c,
 		base = pinmem_folio_del_pages(&f->folios, pages + recorded,
 					      n - recorded, &freed, &gone);
 		c->kmem += freed;
-		mutex_unlock(&f->lock);
 		unpin_user_pages(pages + recorded, n - recorded);
 		pinmem_budget_uncharge(f, c->cg, base, 0);
 		pinmem_folio_release(&gone, pinmem_file_uncharge_folio, f);
-		return ret;
 	}
-	mutex_unlock(&f->lock);
-	return 0;
+	return ret;
 }
 
 /* Retries of a chunk whose pages GUP could not migrate (-ENOMEM, -EAGAIN). */
 #define PINMEM_PIN_TRIES	10
 
 /*
- * Pin every page of @r, chunk by chunk, each charged its worst case before
- * GUP runs and settled to what its pages keep allocated right after
+ * Pin and settle one chunk of @r under the locks it needs: the user's GUP
+ * lock around GUP, the file's lock around settling (around both in tail
+ * mode, so the page pinned ahead of its charge is charged without waiting
+ * for anyone).  Returns what pinmem_region_pin_chunk() or
+ * pinmem_file_settle() returned (positive: pages pinned and settled).
+ */
+static long pinmem_file_pin_chunk(struct pinmem_pin_ctx *c,
+				  struct pinmem_region *r, struct page **pages)
+{
+	struct pinmem_file *f = c->f;
+	long got;
+	int ret;
+
+	c->refused = 0;
+	if (c->tail && mutex_lock_killable(&f->lock))
+		return -EINTR;
+	got = pinmem_budget_gup_lock(f);
+	if (!got) {
+		got = pinmem_region_pin_chunk(r, pages, pinmem_file_reserve, c);
+		pinmem_budget_gup_unlock(f);
+	}
+	if (got > 0) {
+		if (!c->tail)
+			mutex_lock(&f->lock);
+		ret = pinmem_file_settle(c, r, pages, got);
+		if (!c->tail)
+			mutex_unlock(&f->lock);
+		if (ret)
+			got = ret;
+	}
+	if (c->tail)
+		mutex_unlock(&f->lock);
+	if (got <= 0) {
+		pinmem_budget_uncharge(f, c->cg, c->reserved,
+				       PINMEM_CHARGE_RESERVE);
+		c->reserved = 0;
+	}
+	return got;
+}
+
+/*
+ * Pin every page of @r, chunk by chunk, each charged before GUP runs and
+ * settled to what its pages keep allocated right after
  * (pinmem_file_reserve(), pinmem_file_settle()).  Returns 0 or a negative
  * errno; on failure the pages recorded in @r stay pinned and charged for
  * the caller to release.
@@ -399,32 +464,24 @@ static int pinmem_file_pin_pages(struct pinmem_pin_ctx *c,
 			ret = -EINTR;
 			break;
 		}
-		got = pinmem_region_pin_chunk(r, pages, pinmem_file_reserve, c);
+		got = pinmem_file_pin_chunk(c, r, pages);
 		if (got > 0) {
-			ret = pinmem_file_settle(c, r, pages, got);
-			if (ret) {
-				pinmem_budget_uncharge(c->f, c->cg, c->reserved,
-						       PINMEM_CHARGE_RESERVE);
-				c->reserved = 0;
-				if (ret > 0) {
-					ret = 0;
-					continue;
-				}
-				break;
-			}
 			tries = 0;
 			cond_resched();
 			continue;
 		}
-		pinmem_budget_uncharge(c->f, c->cg, c->reserved,
-				       PINMEM_CHARGE_RESERVE);
-		c->reserved = 0;
 		if (!got) {	/* not even one page's worst case fits */
 			ret = pinmem_budget_tail_lock(c->f);
 			if (ret)
 				break;
 			c->tail = true;
 			continue;
+		}
+		if (c->refused && pinmem_budget_is_bytes(c->refused)) {
+			if (pinmem_file_wait_reserved(c))
+				continue;	/* pin the chunk again */
+			ret = pinmem_budget_errno(c->refused);
+			break;
 		}
 		/*
 		 * A long-term pin first migrates pages out of ZONE_MOVABLE
@@ -434,7 +491,7 @@ static int pinmem_file_pin_pages(struct pinmem_pin_ctx *c,
 		 * it persists, say -EAGAIN as mlock(2) does, because ENOMEM
 		 * tells pinmem's callers that RLIMIT_MEMLOCK refused.
 		 */
-		if ((got == -ENOMEM || got == -EAGAIN) &&
+		if ((got == -ENOMEM || got == -EAGAIN) && !c->refused &&
 		    ++tries < PINMEM_PIN_TRIES) {
 			if (tries == 1)
 				cond_resched();
@@ -442,8 +499,9 @@ static int pinmem_file_pin_pages(struct pinmem_pin_ctx *c,
 				msleep(1);
 			continue;
 		}
-		ret = got == -ENOMEM ? -EAGAIN : got;
-		c->refused = ret == -ETOOMANYREFS ? PINMEM_REFUSED_PAGE_REFS : 0;
+		ret = got == -ENOMEM && !c->refused ? -EAGAIN : got;
+		if (ret == -ETOOMANYREFS && !c->refused)
+			c->refused = PINMEM_REFUSED_PAGE_REFS;
 		break;
 	}
 	if (c->tail)
@@ -520,12 +578,18 @@ int pinmem_file_pin(struct pinmem_file *f, struct pinmem_pin *pin,
 	 * that cannot fit is refused before anything is pinned.
 	 */
 	bytes = pin->length - min_t(u64, pin->length, READ_ONCE(f->folios.bytes));
-	do {
+	for (;;) {
 		reason = pinmem_budget_charge(f, c.cg, bytes,
 					      PINMEM_CHARGE_REGION |
 					      PINMEM_CHARGE_RESERVE, &refuser);
-	} while (pinmem_budget_is_bytes(reason) && !fatal_signal_pending(current) &&
-		 pinmem_file_wait_reserved(&c));
+		if (!pinmem_budget_is_bytes(reason))
+			break;
+		c.refused = reason;
+		c.refuser = refuser;
+		if (!pinmem_file_wait_reserved(&c))
+			break;
+	}
+	c.refused = 0;
 	if (reason) {
 		pinmem_budget_refuse(f, c.cg, reason, refuser);
 		pinmem_cg_put(c.cg);

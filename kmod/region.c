@@ -324,14 +324,13 @@ static bool pinmem_page_allowed(struct page *page)
  * pin: some 2^21 pins would take the count past INT_MAX, where GUP WARNs
  * (a panic with panic_on_warn) and refuses every further pin of the page.
  * pinmem refuses a pin that leaves a folio's count above this ceiling.
- * Chunks are pinned and checked one at a time (pinmem_gup_lock), and one
+ * A user pins one chunk at a time (its GUP lock, kmod/budget.c), and one
  * chunk adds at most PINMEM_CHUNK * 1024 = 2^19 to any count, so pins
- * through pinmem never take a count past 2^30 + 2^19: half the range is
- * left to everyone else.
+ * through pinmem take a count past 2^29 by at most 2^19 per real user
+ * pinning at that moment: passing INT_MAX would take some 3,000 users
+ * pinning one page at once.
  */
-#define PINMEM_FOLIO_REFS_MAX	(1 << 30)
-
-static DEFINE_MUTEX(pinmem_gup_lock);
+#define PINMEM_FOLIO_REFS_MAX	(1 << 29)
 
 /* Pin @n pages at @addr with @flags and check them; the mmap lock is held. */
 static long pinmem_gup(unsigned long addr, unsigned long n,
@@ -340,8 +339,6 @@ static long pinmem_gup(unsigned long addr, unsigned long n,
 	long got, i;
 	int err = 0;
 
-	if (mutex_lock_killable(&pinmem_gup_lock))
-		return -EINTR;
 	got = pinmem_pin_user_pages(addr, n, flags, pages);
 	for (i = 0; i < got && !err; i++) {
 		if (!pinmem_page_allowed(pages[i]) ||
@@ -353,7 +350,6 @@ static long pinmem_gup(unsigned long addr, unsigned long n,
 	}
 	if (err)
 		unpin_user_pages(pages, got);
-	mutex_unlock(&pinmem_gup_lock);
 	return err ? err : got;
 }
 
@@ -366,8 +362,9 @@ static long pinmem_gup(unsigned long addr, unsigned long n,
  *	as the budgets allow and returns how many, 0 to pin nothing
  * @arg: passed to @reserve
  *
- * Checks the chunk's mappings, reserves, pins and checks the pinned pages
- * under one hold of the mmap lock, so no mapping changes in between: only
+ * The caller holds its user's GUP lock (PINMEM_FOLIO_REFS_MAX).  Checks
+ * the chunk's mappings, reserves, pins and checks the pinned pages under
+ * one hold of the mmap lock, so no mapping changes in between: only
  * what pinmem_region_check() allows is pinned, and the largest folio
  * @reserve is told of is the largest a page can be in.  GUP never drops
  * that lock, so a fault only user space could resolve (userfaultfd, which
@@ -399,7 +396,7 @@ long pinmem_region_pin_chunk(struct pinmem_region *r, struct page **pages,
 	if (got)
 		goto out;
 	flags = pinmem_chunk_shape(mm, addr, &n, &folio_bytes);
-	allowed = reserve(arg, n, folio_bytes);
+	allowed = reserve(arg, addr, n, folio_bytes, is_vm_hugetlb_page(find_vma(mm, addr)));
 	if (!allowed)
 		goto out;
 	got = pinmem_gup(addr, min(n, allowed), flags, pages);

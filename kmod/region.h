@@ -54,13 +54,16 @@ typedef int (*pinmem_region_fn)(void *arg, unsigned long folio_pfn,
 				unsigned long n);
 
 /*
- * Called by pinmem_region_pin_chunk() before it pins up to @npages pages,
- * each of which may sit in a folio of up to @folio_bytes: returns how many
- * of them it charged the worst case of (0: none, pin nothing).  Runs under
- * the mmap lock.
+ * Called by pinmem_region_pin_chunk(), under the mmap lock, before it pins
+ * up to @npages pages from @addr, each of which may sit in a folio of up to
+ * @folio_bytes; @aligned: a hugetlb mapping, whose folios are aligned to
+ * their size in it, so the pages of one aligned stretch share one folio
+ * (kmod/file.c has the exceptions).  Returns how many of the pages to pin,
+ * 0 for none; charging for them is its business.
  */
-typedef unsigned long (*pinmem_reserve_fn)(void *arg, unsigned long npages,
-					   u64 folio_bytes);
+typedef unsigned long (*pinmem_reserve_fn)(void *arg, unsigned long addr,
+					   unsigned long npages,
+					   u64 folio_bytes, bool aligned);
 
 int pinmem_region_check(struct mm_struct *mm, unsigned long addr,
 			unsigned long len);

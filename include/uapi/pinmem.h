@@ -43,24 +43,33 @@
  * When it is charged (ABI 1.4): before it is pinned.  A PIN pins its range
  * in chunks; each chunk is first charged the most its pages could keep
  * allocated (each page in a folio of its own, as large as the mapping
- * allows: a PMD for anonymous and shmem memory where THP is built in, the
- * huge page size for hugetlb), then pinned, then charged what its pages
- * turn out to keep, the rest given back.  Near a limit the chunk shrinks,
- * down to one page pinned and then charged, one such page per user at a
- * time.  So what a file has pinned never exceeds what its budgets were
- * charged, also while a PIN is in progress.  While a PIN runs, pinned_bytes
- * (and VmPin) include its chunk's reservation, shown as reserved_bytes in
- * the stats file; peak_bytes leaves reservations out.  A fault that only
- * user space could resolve (a userfaultfd-registered range) fails the PIN
- * with EFAULT instead of waiting.
+ * allows: a PMD for anonymous and shmem memory where THP is built in; the
+ * huge pages it spans for hugetlb), then pinned, then charged what its
+ * pages turn out to keep, the rest given back.  Near a limit the chunk
+ * shrinks, down to one page charged what room there is, pinned, then
+ * charged the rest or refused and unpinned at once.  So what a file has
+ * pinned passes what its budgets were charged only for that last page's
+ * folio less the room there was, one such page per user at a time, and
+ * only between GUP's return and that charge, without waiting on anything
+ * (also: a hugetlb page unmapped and faulted again by another thread in
+ * the middle of one chunk's GUP, until that chunk is charged).  While a
+ * PIN runs, pinned_bytes (and VmPin, and the RLIMIT_MEMLOCK counters
+ * io_uring and RDMA read) include its chunk's charge, shown as
+ * reserved_bytes in the stats file; peak_bytes leaves reservations out.
+ * A PIN whose length cannot fit (less what the file holds in large folios
+ * already) is refused before anything is pinned.  A fault that only user
+ * space could resolve (a userfaultfd-registered range) fails the PIN with
+ * EFAULT instead of waiting.
  *
  * Who is a user (ABI 1.4): the per-user budget, the per-user region cap and
  * the stats file's user rows belong to the real user behind the pinning
- * process's user namespaces: its uid in the initial namespace, or, inside
- * user namespaces, the owner of the outermost one (the user who made a
- * rootless container; root for containers root made).  Mapping subordinate
- * uids does not make a user a new one.  RLIMIT_MEMLOCK is still checked on
- * the process (mm->pinned_vm) and on the kernel's per-uid locked_vm, as
+ * process's user namespaces: its uid, or, inside user namespaces that an
+ * unprivileged user made, that user (the owner of the outermost of them,
+ * up to the initial namespace or a namespace root made).  Mapping
+ * subordinate uids in a rootless container does not make a user a new one.
+ * Namespaces root made (container runtimes giving each container its own
+ * host uids) keep each process's host uid.  RLIMIT_MEMLOCK is still checked
+ * on the process (mm->pinned_vm) and on the kernel's per-uid locked_vm, as
  * io_uring's is.
  *
  * Who may act through a file (ABI 1.1): the file belongs to the process that
@@ -258,9 +267,10 @@ struct pinmem_regions {
 
 /**
  * struct pinmem_counters - use and history of one budget
- * @pinned_bytes: bytes charged now
+ * @pinned_bytes: bytes charged now, with what PINs in progress charged for
+ *	the chunk they are pinning
  * @limit_bytes: the budget (PINMEM_UNLIMITED if none applies)
- * @peak_bytes: highest @pinned_bytes seen
+ * @peak_bytes: highest @pinned_bytes seen, those charges left out
  * @regions: regions held now
  * @pins: successful PINs
  * @unpins: regions released (UNPIN, close, exit)
@@ -383,7 +393,8 @@ struct pinmem_limits {
  * @limit_bytes: SET: the limit, rounded down to pages; out: the limit in
  *	force, PINMEM_UNLIMITED if none
  * @pinned_bytes: bytes charged to the cgroup and its descendants (out)
- * @peak_bytes: highest @pinned_bytes seen (out)
+ * @peak_bytes: highest @pinned_bytes seen, reservations of PINs in
+ *	progress left out (out)
  * @refused: PINs refused by this cgroup's own limit (out); @peak_bytes and
  *	@refused go back to 0 whenever a cgroup without a limit (also one
  *	whose limit was just cleared) has nothing charged

@@ -9,7 +9,10 @@
  * itself are EDQUOT.  The stats file shows the pin on uid 1000's user row
  * (no row for 100005), and the process row under uid 1000 with opener_uid
  * 100005, visible to uid 1000.  The module before issue #26 keyed budgets
- * by kuid: every mapped uid got a fresh budget.
+ * by kuid: every mapped uid got a fresh budget.  A namespace root makes (a
+ * container runtime giving a container its range of host uids) keeps its
+ * processes' host uids: kuid 200005 there has a budget of its own, not
+ * root's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,9 +28,11 @@
 
 #define PG	KT_PAGE
 #define SUB	100000
+#define ROOTSUB	200000	/* the range of a namespace root makes */
 
 struct nsproc {
 	pid_t pid;
+	uid_t creator;	/* who makes the namespace: 1000, or root */
 	int ready[2], go[2], res[2];
 };
 
@@ -47,7 +52,7 @@ static void ns_child(struct nsproc *n, uid_t inner)
 	char c = 0, *buf;
 	int fd;
 
-	if (kt_become(1000, 0))
+	if (n->creator && kt_become(n->creator, 0))
 		_exit(2);
 	r.unshare = unshare(CLONE_NEWUSER) ? -errno : 0;
 	if (write(n->ready[1], &c, 1) != 1 || read(n->go[0], &c, 1) != 1)
@@ -72,7 +77,7 @@ static void ns_child(struct nsproc *n, uid_t inner)
 
 static int ns_start(struct nsproc *n, uid_t inner, struct nsresult *r)
 {
-	char path[64], c = 1;
+	char path[64], map[64], c = 1;
 	int ok;
 
 	if (pipe(n->ready) || pipe(n->go) || pipe(n->res))
@@ -83,10 +88,11 @@ static int ns_start(struct nsproc *n, uid_t inner, struct nsresult *r)
 		ns_child(n, inner);
 	if (read(n->ready[0], &c, 1) != 1)
 		kt_bail("child did not start");
+	snprintf(map, sizeof(map), "0 %u 65536\n", n->creator ? SUB : ROOTSUB);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", n->pid);
-	ok = !kt_write(path, "0 100000 65536\n");
+	ok = !kt_write(path, map);
 	snprintf(path, sizeof(path), "/proc/%d/gid_map", n->pid);
-	ok &= !kt_write(path, "0 100000 65536\n");
+	ok &= !kt_write(path, map);
 	if (write(n->go[1], &c, 1) != 1 || read(n->res[0], r, sizeof(*r)) != sizeof(*r))
 		kt_bail("child failed");
 	return ok;
@@ -125,8 +131,8 @@ static int host_user(void *arg)
 int main(void)
 {
 	struct pinmem_limits l = { .flags = PINMEM_LIMIT_SET_USER, .uid = 1000, .user_limit = PG };
-	struct nsresult r1, r2;
-	struct nsproc n1, n2;
+	struct nsresult r1, r2, r3;
+	struct nsproc n1 = { .creator = 1000 }, n2 = { .creator = 1000 }, n3 = { .creator = 0 };
 	uint64_t v = 0;
 	int fd;
 
@@ -162,6 +168,16 @@ int main(void)
 	ns_end(&n2);
 	kt_eq(kt_run_as(1000, 0, host_user, &n1.pid), 0, "uid 1000 on the host");
 	ns_end(&n1);
+
+	/* A namespace root made (a container runtime): its uids stay its own. */
+	kt_ok(ns_start(&n3, 5, &r3), "root's namespace maps 0-65535 to 200000-265535");
+	kt_eq(r3.pin, 0, "kuid 200005 in root's namespace: PIN one page");
+	kt_eq(kt_statfile("user", ROOTSUB + 5, "pinned_bytes", &v), 0,
+	      "charged to kuid 200005's own budget (a row for it)");
+	kt_eq(v, PG, "which holds the page");
+	kt_eq(kt_statfile("process", n3.pid, "uid", &v), 0, "its process line");
+	kt_eq(v, ROOTSUB + 5, "is under kuid 200005, not root");
+	ns_end(&n3);
 
 	l.flags = PINMEM_LIMIT_CLEAR_USER;
 	l.user_limit = 0;
