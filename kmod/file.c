@@ -22,8 +22,27 @@
 #include "pinmem.h"
 #include "region.h"
 
+/*
+ * The open files by id, in open order (ids are cyclic).  The mutex keeps a
+ * file alive while the stats file copies it; a copy takes it for a batch
+ * of files at a time (pinmem_files_snapshot()).
+ */
 static DEFINE_MUTEX(pinmem_files_lock);
-static LIST_HEAD(pinmem_files);
+static DEFINE_XARRAY_ALLOC(pinmem_files);
+static u32 pinmem_files_next;
+
+/* Free @f, which holds no region and is in no table. */
+static void pinmem_file_free(struct pinmem_file *f)
+{
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&f->folios.root) || f->folios.bytes);
+	xa_destroy(&f->regions);
+	mutex_destroy(&f->lock);
+	free_uid(f->ustruct);
+	pinmem_user_put(f->user);
+	put_pid(f->tgid);
+	mmdrop(f->mm);
+	kfree(f);
+}
 
 /**
  * pinmem_file_open() - state for a new open of /dev/pinmem
@@ -40,6 +59,7 @@ static LIST_HEAD(pinmem_files);
 struct pinmem_file *pinmem_file_open(void)
 {
 	struct pinmem_file *f;
+	int ret;
 
 	if (!current->mm)
 		return ERR_PTR(-EINVAL);
@@ -65,8 +85,13 @@ struct pinmem_file *pinmem_file_open(void)
 	get_task_comm(f->comm, current);
 
 	mutex_lock(&pinmem_files_lock);
-	list_add_tail(&f->node, &pinmem_files);
+	ret = xa_alloc_cyclic(&pinmem_files, &f->id, f, xa_limit_32b,
+			      &pinmem_files_next, GFP_KERNEL_ACCOUNT);
 	mutex_unlock(&pinmem_files_lock);
+	if (ret < 0) {
+		pinmem_file_free(f);
+		return ERR_PTR(ret);
+	}
 	return f;
 }
 
@@ -132,7 +157,7 @@ void pinmem_file_release(struct pinmem_file *f)
 	unsigned long handle;
 
 	mutex_lock(&pinmem_files_lock);
-	list_del(&f->node);
+	xa_erase(&pinmem_files, f->id);
 	mutex_unlock(&pinmem_files_lock);
 
 	xa_for_each(&f->regions, handle, r) {
@@ -145,14 +170,7 @@ void pinmem_file_release(struct pinmem_file *f)
 		mutex_unlock(&f->lock);
 		pinmem_file_drop_region(f, r, bytes, &gone, true);
 	}
-	WARN_ON_ONCE(!RB_EMPTY_ROOT(&f->folios.root) || f->folios.bytes);
-	xa_destroy(&f->regions);
-	mutex_destroy(&f->lock);
-	free_uid(f->ustruct);
-	pinmem_user_put(f->user);
-	put_pid(f->tgid);
-	mmdrop(f->mm);
-	kfree(f);
+	pinmem_file_free(f);
 }
 
 /*
@@ -759,48 +777,60 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
 	return ret;
 }
 
+/* Files copied per hold of pinmem_files_lock by pinmem_files_snapshot(). */
+#define PINMEM_FILES_BATCH	64
+
 /**
  * pinmem_files_snapshot() - copy every open file for the stats file
  * @views: out: an array of @nr copies in open order; free it with
  *	pinmem_files_snapshot_free()
  * @nr: out: entries
  *
- * The list lock is held only to copy, O(files); the array is allocated
- * outside it and the copy retried if files were opened meanwhile.
+ * The table's lock is held for at most PINMEM_FILES_BATCH files at a time,
+ * the next batch found from the last id copied, so however many files are
+ * open a stats reader never holds up an open or a close for long.  Each
+ * row is consistent in itself; a file opened or closed meanwhile may be
+ * missing or shown.
  *
  * Return: 0 or -ENOMEM.
  */
 int pinmem_files_snapshot(struct pinmem_file_view **views, size_t *nr)
 {
-	struct pinmem_file_view *v = NULL, *cur;
+	struct pinmem_file_view *v = NULL, *bigger, *cur;
+	size_t cap = 0, n = 0, i;
+	unsigned long id = 0;
 	struct pinmem_file *f;
-	size_t cap = 0, n;
 
 	for (;;) {
-		n = 0;
-		mutex_lock(&pinmem_files_lock);
-		list_for_each_entry(f, &pinmem_files, node) {
-			if (n < cap) {
-				cur = &v[n];
-				cur->tgid = get_pid(f->tgid);
-				cur->uid = f->uid;
-				cur->budget_uid = f->budget_uid;
-				memcpy(cur->comm, f->comm, sizeof(cur->comm));
-				pinmem_budget_file(f, &cur->acct);
-				cur->mm_pinned_bytes =
-					(u64)atomic64_read(&f->mm->pinned_vm)
-					<< PAGE_SHIFT;
+		if (cap - n < PINMEM_FILES_BATCH) {
+			cap = 2 * cap + PINMEM_FILES_BATCH;
+			bigger = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
+			if (!bigger) {
+				pinmem_files_snapshot_free(v, n);
+				return -ENOMEM;
 			}
-			n++;
+			if (n)
+				memcpy(bigger, v, n * sizeof(*v));
+			kvfree(v);
+			v = bigger;
+		}
+		i = 0;
+		mutex_lock(&pinmem_files_lock);
+		xa_for_each_start(&pinmem_files, id, f, id) {
+			if (i++ == PINMEM_FILES_BATCH)
+				break;
+			cur = &v[n++];
+			cur->tgid = get_pid(f->tgid);
+			cur->uid = f->uid;
+			cur->budget_uid = f->budget_uid;
+			memcpy(cur->comm, f->comm, sizeof(cur->comm));
+			pinmem_budget_file(f, &cur->acct);
+			cur->mm_pinned_bytes =
+				(u64)atomic64_read(&f->mm->pinned_vm) << PAGE_SHIFT;
 		}
 		mutex_unlock(&pinmem_files_lock);
-		if (n <= cap)
+		if (i <= PINMEM_FILES_BATCH)
 			break;
-		pinmem_files_snapshot_free(v, cap);
-		cap = n + 16;
-		v = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
-		if (!v)
-			return -ENOMEM;
 	}
 	*views = v;
 	*nr = n;

@@ -91,7 +91,7 @@ struct pinmem_acct {
  * @user: the per-user budget entry of @budget_uid (a reference held while
  *	open)
  * @acct: this file's counters; budget lock
- * @node: entry in the list of open files; pinmem_files_lock
+ * @id: the file's id in the table of open files (kmod/file.c)
  */
 struct pinmem_file {
 	struct mutex lock;		/* guards regions and next_handle */
@@ -108,7 +108,7 @@ struct pinmem_file {
 	kuid_t budget_uid;
 	struct pinmem_user *user;
 	struct pinmem_acct acct;
-	struct list_head node;
+	u32 id;
 };
 
 /* kmod/file.c: per-open-file operations, called with validated arguments */
