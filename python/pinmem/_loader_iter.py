@@ -30,7 +30,7 @@ from torch.utils.data import _utils as tu
 from torch.utils.data import dataloader as tdl
 from torch.utils.data._utils.collate import default_collate
 
-from . import _worker
+from . import _state, _worker
 from ._collate import SlotTooSmallError, SlotWriter
 from ._ring import Ring, fmt_bytes, page_up, slot_batch
 
@@ -92,17 +92,24 @@ class Shared:
         self.warned = set()
         self.iterators = weakref.WeakSet()
         self.spare = None               # the last ring's memory, unpinned (see _ring.Spare)
+        self.last = None                # weak reference to the latest iterator (state_dict)
+        self.last_done = False          # whether its epoch ended
+        self.resume = None              # a state the next iterator starts from
 
     def __getstate__(self):
         # A copy (copy.deepcopy of the loader, or a pickle) starts with no context, ring
         # or warnings of its own; a context given as ctx= is shared, not copied.
-        st = dict(self.__dict__, ctx=None, pin_mode="", warned=set(), spare=None)
-        del st["iterators"]
+        st = dict(self.__dict__, ctx=None, pin_mode="", warned=set(), spare=None, resume=None)
+        del st["iterators"], st["last"]
         return st
 
     def __setstate__(self, st):
         self.__dict__.update(st)
         self.iterators = weakref.WeakSet()
+        self.last = None
+
+    def current(self):
+        return self.last() if self.last is not None else None
 
     def __deepcopy__(self, memo):
         new = Shared.__new__(Shared)
@@ -157,6 +164,37 @@ def _map_tensors(obj, fn):
 
 class _RingIter(tdl._BaseDataLoaderIter):
     """What both iterators do with the ring: make it, hand out slots, deliver batches."""
+
+    @property
+    def _epoch_done(self):
+        return self._done_epoch
+
+    @_epoch_done.setter
+    def _epoch_done(self, done):
+        # The loader's state_dict() tells whether the latest epoch ended, also once its
+        # iterator is gone.
+        self._done_epoch = done
+        if self._shared_ref.last is not None and self._shared_ref.last() is self:
+            self._shared_ref.last_done = done
+
+    def __init__(self, loader, shared, resume):
+        rng = _state.rng_state(loader)          # what this first epoch starts from
+        super().__init__(loader)
+        self._shared_ref = shared
+        shared.last = weakref.ref(self)
+        self._epoch_rng, self._epoch_fresh, self._epoch_done = rng, True, False
+        self._discard = 0
+        self._forward = 0               # batches to skip once the sampler iterator is made
+        if resume is not None:
+            _state.resume(self, loader, resume)
+            self._forward = resume["_num_yielded"]
+        shared.last = weakref.ref(self)
+
+    def _skip_discarded(self):
+        """An IterableDataset resumed mid-epoch: its first batches again, dropped."""
+        while self._discard:
+            self._discard -= 1
+            self._next_one()
 
     def _ring_init(self, loader, shared):
         self._shared = shared
@@ -331,19 +369,26 @@ class _RingIter(tdl._BaseDataLoaderIter):
 class SingleIter(_RingIter):
     """torch's _SingleProcessDataLoaderIter, collating into the ring in this process."""
 
-    def __init__(self, loader, shared):
-        super().__init__(loader)
+    def __init__(self, loader, shared, resume=None):
+        super().__init__(loader, shared, resume)
         self._released = False
         self._finished = False
         if isinstance(self._dataset, (tdl.IterDataPipe, tdl.MapDataPipe)):
             torch.utils.data.graph_settings.apply_sharding(self._dataset, self._world_size,
                                                            self._rank)
         self._ring_init(loader, shared)
+        if self._forward:
+            _state.fast_forward(self, self._forward)
         self._dataset_fetcher = tdl._DatasetKind.create_fetcher(
             self._dataset_kind, self._dataset, self._auto_collation, self._collate,
             self._drop_last)
 
     def _next_data(self):
+        if self._discard:
+            self._skip_discarded()
+        return self._next_one()
+
+    def _next_one(self):
         if self._finished:
             raise StopIteration
         try:
@@ -368,7 +413,7 @@ class SingleIter(_RingIter):
         return self._deliver(self._num_yielded, slot, data)
 
     def _end(self):
-        self._finished = True
+        self._finished = self._epoch_done = True
         self._release()
 
     def _shutdown_workers(self):
@@ -384,8 +429,8 @@ class SingleIter(_RingIter):
 class MultiIter(_RingIter):
     """torch's _MultiProcessingDataLoaderIter, its workers collating into the ring."""
 
-    def __init__(self, loader, shared):
-        super().__init__(loader)
+    def __init__(self, loader, shared, resume=None):
+        super().__init__(loader, shared, resume)
         self._released = False
         self._shutdown = True           # until the workers exist
         self._workers = []
@@ -423,7 +468,15 @@ class MultiIter(_RingIter):
 
     # -- torch's epoch bookkeeping, with a slot per task --
     def _reset(self, loader, first_iter=False):
+        if not first_iter:
+            # A persistent iterator's next epoch: what it starts from, for state_dict().
+            self._epoch_rng, self._epoch_fresh = _state.rng_state(loader), False
+            self._shared.last = weakref.ref(self)
+        self._epoch_done = False
         super()._reset(loader, first_iter)
+        if self._forward:
+            _state.fast_forward(self, self._forward)
+            self._forward = 0
         if self._shutdown:
             raise RuntimeError("pinmem.torch: this iterator's workers were stopped; "
                                "iterate the DataLoader again for a new one")
@@ -512,6 +565,8 @@ class MultiIter(_RingIter):
         if self._shutdown:
             raise StopIteration
         try:
+            if self._discard:
+                self._skip_discarded()
             return self._next_batch()
         except Exception:
             raise                   # a batch's error: the next batch can still come
@@ -534,6 +589,7 @@ class MultiIter(_RingIter):
                 self._give_back(self._slot_of.pop(self._rcvd_idx, None))
                 self._rcvd_idx += 1
             else:
+                self._epoch_done = True
                 if not self._persistent_workers:
                     self._shutdown_workers()
                 raise StopIteration
@@ -554,6 +610,8 @@ class MultiIter(_RingIter):
             else:
                 del self._task_info[idx]
                 return self._process_data(data)
+
+    _next_one = _next_batch
 
     def _process_data(self, data):
         idx = self._rcvd_idx

@@ -53,6 +53,7 @@ from typing import TypeVar
 import torch
 import torch.utils.data
 
+from . import _state
 from ._collate import SlotTooSmallError
 from ._loader_iter import MultiIter, PinningWarning, Shared, SingleIter, WorkerError
 
@@ -148,10 +149,32 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             what="dataset %s" % type(self.dataset).__name__)
 
     def _get_iterator(self):
+        st, self._shared.resume = self._shared.resume, None
+        if st is not None and not st["mid_epoch"] and "base_seed" not in st:
+            _state.set_rng(self, st["rng"])
+            st = None
         if self.num_workers == 0:
-            return SingleIter(self, self._shared)
+            return SingleIter(self, self._shared, st)
         self.check_worker_number_rationality()
-        return MultiIter(self, self._shared)
+        return MultiIter(self, self._shared, st)
+
+    def state_dict(self):
+        """Where this loader is (torchdata StatefulDataLoader's contract): mid-epoch, the
+        epoch's random state, its workers' base seed and the batches yielded; between
+        epochs, the random state the next one starts from.  See load_state_dict."""
+        return _state.capture(self, self._shared.current())
+
+    def load_state_dict(self, state_dict):
+        """The next iter(self) resumes where state_dict was taken (by this loader or one
+        made with the same arguments): the same batches, in the same order, from there on,
+        without reading the skipped samples of a map-style dataset."""
+        _state.check(state_dict)
+        it = self._iterator
+        if it is not None:
+            it._shutdown_workers()      # persistent workers: a fresh iterator resumes
+            self._iterator = None
+        _state.restore_dataset(self, state_dict)
+        self._shared.resume = state_dict
 
     def __iter__(self):
         it = self._iterator
