@@ -103,10 +103,6 @@ int pm_backend_host_create(struct pm_backend **bep);
  */
 bool pm_gpu_present(const char *root, char *what, size_t len);
 
-/* Record an event on a caller's stream; the error goes to the context.  Any thread. */
-int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev);
-/* Order a caller's stream after ev; the error goes to the context.  Any thread. */
-int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev);
 /*
  * Only in builds with PM_HAVE_CUDA.  -ELIBACC when no usable CUDA runtime
  * could be loaded (pm_backend_create tells where to point it), -ENODEV when

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "ctx.h"
 #include "numa.h"
+#include "refusal.h"
 
 /*
  * Sentences are kept per thread, like errno: two threads failing on one
@@ -27,7 +28,7 @@
 
 struct thread_err {
 	uint64_t serial;
-	char msg[768];		/* room for a backend note (640) and its call */
+	char msg[PM_SENTENCE_MAX];	/* room for a backend note (640) and its call */
 };
 
 static __thread struct thread_err thread_errs[ERR_CTXS];
@@ -70,6 +71,41 @@ int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call)
 	return pm_ctx_error(ctx, -ECHILD,
 			    "%s: this context belongs to process %d and this is a process forked from it; its pinned slots are not mapped here (MADV_DONTFORK) and its threads and CUDA state do not exist here: open a new context in this process with PM_BACKEND_HOST or PM_BACKEND_NONE (CUDA cannot be used in a process forked after it was initialised), or start workers with the spawn method",
 			    call, (int)ctx->pid);
+}
+
+void pm_ctx_buf_env(const struct pm_ctx *ctx, struct pm_buf_env *env)
+{
+	env->pinner.sys = ctx->sys;
+	env->pinner.dev_fd = ctx->dev_fd;
+	env->pinner.abi_minor = ctx->ver.abi_minor;
+	env->pinner.module_note = ctx->module_note;
+	env->backend = ctx->backend;
+}
+
+void pm_ctx_page_sizes(const struct pm_ctx *ctx, struct pm_page_sizes *ps)
+{
+	ps->page_size = ctx->page_size;
+	ps->hugetlb_page_size = ctx->hugetlb_page_size;
+	ps->hugetlb_free_pages = ctx->hugetlb_free_pages;
+	ps->thp = ctx->thp;
+}
+
+int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
+		     const struct pinmem_stats *before, uint32_t reason)
+{
+	char msg[PM_SENTENCE_MAX];
+
+	err = pm_refusal_module(ctx->sys, ctx->dev_fd, err, len, before, reason, msg,
+				sizeof(msg));
+	return pm_ctx_error(ctx, err, "%s", msg);
+}
+
+int pm_refuse_mlock(struct pm_ctx *ctx, int err, size_t len)
+{
+	char msg[PM_SENTENCE_MAX];
+
+	err = pm_refusal_mlock(ctx->sys, err, len, msg, sizeof(msg));
+	return pm_ctx_error(ctx, err, "%s", msg);
 }
 
 const char *pm_ctx_last_error(struct pm_ctx *ctx)
@@ -263,6 +299,7 @@ int pm_open(struct pm_ctx **ctxp, const struct pm_open_opts *opts)
 
 void pm_close(struct pm_ctx *ctx)
 {
+	struct pm_buf_env env;
 	struct pm_buf *b;
 
 	if (!ctx)
@@ -279,9 +316,10 @@ void pm_close(struct pm_ctx *ctx)
 		free(ctx);
 		return;
 	}
+	pm_ctx_buf_env(ctx, &env);
 	while ((b = ctx->bufs)) {
 		ctx->bufs = b->next;
-		pm_buf_release(b);
+		pm_buf_release(&env, b);
 	}
 	if (ctx->backend)
 		ctx->backend->ops->destroy(ctx->backend);

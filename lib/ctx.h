@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal view of a context, shared by the library's files.
- *
- * Every system call that touches /dev/pinmem or locks memory goes through
- * struct pm_sys_ops, so host unit tests can stand in for the module (which
- * cannot be faked as a character device) and check the refusal messages and
- * fallback decisions; the real device is exercised in the VM.
+ * Internal view of a context: what this machine offers, the copy backend
+ * and the live buffers it owns, and the last error of each thread.  The
+ * files below it (buffers, pinning, pages, refusals, backends) get what
+ * they need from it as arguments and never include this header.
  */
 #ifndef PM_CTX_H
 #define PM_CTX_H
@@ -15,25 +13,13 @@
 #include <sys/types.h>
 #include <stdint.h>
 
+#include "backend.h"
+#include "buf.h"
+#include "fault.h"
+#include "fmt.h"
 #include "pinmem.h"
+#include "sys.h"
 #include "uapi/pinmem.h"
-
-struct pm_backend;
-
-struct pm_sys_ops {
-	int (*open)(const char *path, int flags);	/* fd or -errno */
-	int (*close)(int fd);
-	int (*ioctl)(int fd, unsigned long req, void *arg);	/* 0 or -errno */
-	int (*mlock)(const void *addr, size_t len);	/* 0 or -errno */
-	int (*munlock)(const void *addr, size_t len);
-	/* RLIMIT_MEMLOCK soft limit (UINT64_MAX: unlimited), bytes locked now. */
-	int (*memlock)(uint64_t *limit, uint64_t *locked);
-	/* Prefix of the /proc, /sys and /dev paths probed (tests); NULL: the real ones. */
-	const char *root;
-};
-
-/* The real system calls. */
-extern const struct pm_sys_ops pm_sys_default;
 
 struct pm_ctx {
 	const struct pm_sys_ops *sys;
@@ -72,7 +58,29 @@ int pm_ctx_check_owner(struct pm_ctx *ctx, const char *call);
 /* True in a process forked after pm_open (no sentence). */
 bool pm_ctx_forked(const struct pm_ctx *ctx);
 
-/* "8.0 GiB", "64.0 MiB", "512 B": one decimal, binary units. */
-char *pm_fmt_bytes(char *out, size_t len, uint64_t bytes);
+/* What the context's buffers are made and undone with. */
+void pm_ctx_buf_env(const struct pm_ctx *ctx, struct pm_buf_env *env);
+void pm_ctx_page_sizes(const struct pm_ctx *ctx, struct pm_page_sizes *ps);
+
+/* Threads to fault len bytes with: asked, or one per 64 MiB up to the CPUs. */
+static inline unsigned int pm_fault_threads(const struct pm_ctx *ctx, size_t len,
+					    unsigned int asked)
+{
+	return pm_fault_threads_for(ctx->cpus, len, asked);
+}
+
+/*
+ * The sentence for a failed PIN of len bytes through the context's module
+ * (see pm_refusal_module), recorded; returns the errno.
+ */
+int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
+		     const struct pinmem_stats *before, uint32_t reason);
+/* The sentence for a failed mlock of len bytes, recorded; returns the errno. */
+int pm_refuse_mlock(struct pm_ctx *ctx, int err, size_t len);
+
+/* Record an event on a caller's stream; the error goes to the context.  Any thread. */
+int pm_event_record_on(struct pm_ctx *ctx, void *stream, uint64_t *ev);
+/* Order a caller's stream after ev; the error goes to the context.  Any thread. */
+int pm_event_stream_wait(struct pm_ctx *ctx, void *stream, uint64_t ev);
 
 #endif /* PM_CTX_H */

@@ -11,10 +11,11 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
-#include "buf.h"
+#include "fault.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -53,16 +54,15 @@ static void *fault_thread(void *arg)
 	return NULL;
 }
 
-unsigned int pm_fault_threads(const struct pm_ctx *ctx, size_t len,
-			      unsigned int asked)
+unsigned int pm_fault_threads_for(unsigned int cpus, size_t len, unsigned int asked)
 {
 	size_t n;
 
 	if (asked)
 		return asked > FAULT_THREADS_MAX ? FAULT_THREADS_MAX : asked;
 	n = len / FAULT_SLICE_MIN;
-	if (n > ctx->cpus)
-		n = ctx->cpus;
+	if (n > cpus)
+		n = cpus;
 	if (n > FAULT_THREADS_MAX)
 		n = FAULT_THREADS_MAX;
 	return n ? (unsigned int)n : 1;

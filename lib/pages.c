@@ -2,7 +2,7 @@
 /*
  * Mapping buffer memory: hugetlb, THP or base pages, stepping down
  * hugetlb -> THP -> base pages unless the caller asked strictly, and saying
- * why in the buffer's note.
+ * why in the caller's note.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -10,7 +10,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "buf.h"
+#include "fmt.h"
+#include "pages.h"
 
 #define THP_SIZE	(2UL << 20)
 
@@ -27,10 +28,10 @@ static void *map_anon(size_t len, int extra)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static int map_hugetlb(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
+static int map_hugetlb(const struct pm_page_sizes *ps, struct pm_mapping *m, size_t size,
 		       char *why, size_t why_len)
 {
-	size_t hp = ctx->hugetlb_page_size, len;
+	size_t hp = ps->hugetlb_page_size, len;
 	char hps[32];
 	void *p;
 
@@ -43,25 +44,25 @@ static int map_hugetlb(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
 	if (!p) {
 		snprintf(why, why_len,
 			 "hugetlb has %llu free %s pages, %zu needed (raise vm.nr_hugepages)",
-			 (unsigned long long)ctx->hugetlb_free_pages,
+			 (unsigned long long)ps->hugetlb_free_pages,
 			 pm_fmt_bytes(hps, sizeof(hps), hp), len / hp);
 		return -ENOMEM;
 	}
-	b->map = b->ptr = p;
-	b->map_len = b->size = len;
-	b->step = hp;
-	b->pages = PM_PAGES_HUGETLB;
+	m->map = p;
+	m->len = len;
+	m->step = hp;
+	m->kind = PM_PAGES_HUGETLB;
 	return 0;
 }
 
 /* A 2 MiB-aligned mapping, so every whole 2 MiB of it can be a THP. */
-static int map_thp(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
+static int map_thp(const struct pm_page_sizes *ps, struct pm_mapping *m, size_t size,
 		   char *why, size_t why_len)
 {
 	size_t len = round_up(size, THP_SIZE), head;
 	uint8_t *p, *a;
 
-	if (!ctx->thp) {
+	if (!ps->thp) {
 		snprintf(why, why_len,
 			 "transparent huge pages are disabled (transparent_hugepage/enabled is never)");
 		return -EOPNOTSUPP;
@@ -81,59 +82,66 @@ static int map_thp(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
 		munmap(a, len);
 		return -EOPNOTSUPP;
 	}
-	b->map = b->ptr = a;
-	b->map_len = b->size = len;
-	b->step = ctx->page_size;
-	b->pages = PM_PAGES_THP;
+	m->map = a;
+	m->len = len;
+	m->step = ps->page_size;
+	m->kind = PM_PAGES_THP;
 	return 0;
 }
 
-int pm_pages_map(struct pm_ctx *ctx, struct pm_buf *b, size_t size,
-		 enum pm_page_kind want, bool strict)
+int pm_pages_map(const struct pm_page_sizes *ps, size_t size, enum pm_page_kind want,
+		 bool strict, struct pm_mapping *out, char *note, size_t note_len,
+		 char *err, size_t err_len)
 {
-	size_t hp = ctx->hugetlb_page_size > THP_SIZE ? ctx->hugetlb_page_size : THP_SIZE;
+	size_t hp = ps->hugetlb_page_size > THP_SIZE ? ps->hugetlb_page_size : THP_SIZE;
 	char why[192], sz[32];
 	size_t len;
 	int r;
 
-	if (size > SIZE_MAX - hp)
-		return pm_ctx_error(ctx, -EOVERFLOW,
-				    "buffer size %zu overflows when rounded up to pages", size);
+	if (size > SIZE_MAX - hp) {
+		snprintf(err, err_len, "buffer size %zu overflows when rounded up to pages", size);
+		return -EOVERFLOW;
+	}
 	if (want == PM_PAGES_HUGETLB) {
-		r = map_hugetlb(ctx, b, size, why, sizeof(why));
+		r = map_hugetlb(ps, out, size, why, sizeof(why));
 		if (!r)
 			return 0;
-		if (strict)
-			return pm_ctx_error(ctx, r, "hugetlb buffer of %s: %s",
-					    pm_fmt_bytes(sz, sizeof(sz), size), why);
-		pm_buf_add_note(b, "%s: tried THP", why);
+		if (strict) {
+			snprintf(err, err_len, "hugetlb buffer of %s: %s",
+				 pm_fmt_bytes(sz, sizeof(sz), size), why);
+			return r;
+		}
+		pm_note_add(note, note_len, "%s: tried THP", why);
 		want = PM_PAGES_THP;
 	}
 	if (want == PM_PAGES_THP) {
-		r = map_thp(ctx, b, size, why, sizeof(why));
+		r = map_thp(ps, out, size, why, sizeof(why));
 		if (!r)
 			return 0;
-		if (strict)
-			return pm_ctx_error(ctx, r, "THP buffer of %s: %s",
-					    pm_fmt_bytes(sz, sizeof(sz), size), why);
-		pm_buf_add_note(b, "%s: used base pages", why);
+		if (strict) {
+			snprintf(err, err_len, "THP buffer of %s: %s",
+				 pm_fmt_bytes(sz, sizeof(sz), size), why);
+			return r;
+		}
+		pm_note_add(note, note_len, "%s: used base pages", why);
 	}
-	len = round_up(size, ctx->page_size);
-	b->map = b->ptr = map_anon(len, 0);
-	if (!b->map)
-		return pm_ctx_error(ctx, -ENOMEM, "mapping %s failed: %s",
-				    pm_fmt_bytes(sz, sizeof(sz), len), strerror(errno));
-	b->map_len = b->size = len;
-	b->step = ctx->page_size;
-	b->pages = PM_PAGES_DEFAULT;
+	len = round_up(size, ps->page_size);
+	out->map = map_anon(len, 0);
+	if (!out->map) {
+		snprintf(err, err_len, "mapping %s failed: %s",
+			 pm_fmt_bytes(sz, sizeof(sz), len), strerror(errno));
+		return -ENOMEM;
+	}
+	out->len = len;
+	out->step = ps->page_size;
+	out->kind = PM_PAGES_DEFAULT;
 	return 0;
 }
 
-void pm_pages_unmap(struct pm_buf *b)
+void pm_pages_unmap(void *map, size_t len)
 {
-	if (b->map)
-		munmap(b->map, b->map_len);
-	b->map = NULL;
+	if (map)
+		munmap(map, len);
 }
 
 uint64_t pm_smaps_huge_bytes(const void *ptr, size_t len)

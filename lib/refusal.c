@@ -8,52 +8,12 @@
  * from RLIMIT_MEMLOCK and VmLck.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
-
-static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-
-static unsigned int unit_of(uint64_t bytes)
-{
-	unsigned int u = 0;
-
-	while (u < 6 && bytes >= (1024ULL << (10 * u)))
-		u++;
-	return u;
-}
-
-static double in_unit(uint64_t bytes, unsigned int u)
-{
-	return (double)bytes / (double)(1ULL << (10 * u));
-}
-
-char *pm_fmt_bytes(char *out, size_t len, uint64_t bytes)
-{
-	unsigned int u = unit_of(bytes);
-
-	if (!u)
-		snprintf(out, len, "%llu B", (unsigned long long)bytes);
-	else
-		snprintf(out, len, "%.1f %s", in_unit(bytes, u), units[u]);
-	return out;
-}
-
-/* "30.5 of 32.0 GiB", or "12.0 MiB of 32.0 GiB" when the units differ. */
-static char *fmt_use(char *out, size_t len, uint64_t used, uint64_t limit)
-{
-	unsigned int uu = unit_of(used), lu = unit_of(limit);
-	char a[32], b[32];
-
-	if (uu == lu && lu)
-		snprintf(out, len, "%.1f of %.1f %s", in_unit(used, lu),
-			 in_unit(limit, lu), units[lu]);
-	else
-		snprintf(out, len, "%s of %s", pm_fmt_bytes(a, sizeof(a), used),
-			 pm_fmt_bytes(b, sizeof(b), limit));
-	return out;
-}
+#include "fmt.h"
+#include "refusal.h"
 
 /* The budget a refusal names, and where STATS keeps its use and limit. */
 struct budget {
@@ -95,8 +55,8 @@ static bool budget_of(int err, uint32_t reason, const struct pinmem_stats *st,
  * PIN is charged to the pinning task's cgroup at PIN time): its path and
  * numbers; -ENOENT, or -EOPNOTSUPP when the module finds no cgroup v2.
  */
-static int cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
-		     struct pinmem_cgroup *out)
+static int cgroup_of(const struct pm_sys_ops *sys, int dev_fd, uint64_t id, char *path,
+		     size_t len, struct pinmem_cgroup *out)
 {
 	char line[4096], *p = NULL, *slash;
 	FILE *f = fopen("/proc/self/cgroup", "re");
@@ -116,7 +76,7 @@ static int cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
 		memset(out, 0, sizeof(*out));
 		out->path = (uintptr_t)p;
 		out->path_len = (uint32_t)strlen(p);
-		r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_CGROUP, out);
+		r = sys->ioctl(dev_fd, PINMEM_IOC_CGROUP, out);
 		if (r == -EOPNOTSUPP)
 			return r;
 		if (!r && out->cgroup_id == id) {
@@ -131,11 +91,12 @@ static int cgroup_of(struct pm_ctx *ctx, uint64_t id, char *path, size_t len,
 	/* Not found: is it because there is no cgroup v2 to look in? */
 	memset(out, 0, sizeof(*out));
 	out->path = (uintptr_t)"";
-	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_CGROUP, out);
+	r = sys->ioctl(dev_fd, PINMEM_IOC_CGROUP, out);
 	return r == -EOPNOTSUPP ? r : -ENOENT;
 }
 
-static int refuse_cgroup(struct pm_ctx *ctx, int err, const char *ask)
+static int refuse_cgroup(const struct pm_sys_ops *sys, int dev_fd, int err, const char *ask,
+			 char *msg, size_t msg_len)
 {
 	struct pinmem_stats st;
 	struct pinmem_cgroup cg;
@@ -143,23 +104,29 @@ static int refuse_cgroup(struct pm_ctx *ctx, int err, const char *ask)
 	int r;
 
 	memset(&st, 0, sizeof(st));
-	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, &st);
+	r = sys->ioctl(dev_fd, PINMEM_IOC_STATS, &st);
 	if (!r)
-		r = cgroup_of(ctx, st.refused_cgroup_id, path, sizeof(path), &cg);
+		r = cgroup_of(sys, dev_fd, st.refused_cgroup_id, path, sizeof(path), &cg);
 	if (r == -EOPNOTSUPP)	/* cgroup2 unmounted since the refusal */
-		return pm_ctx_error(ctx, err,
-				    "pinning %s was refused by the budget of cgroup id %llu; cgroup budgets need cgroup v2, which is not mounted now",
-				    ask, (unsigned long long)st.refused_cgroup_id);
-	if (r)
-		return pm_ctx_error(ctx, err,
-				    "pinning %s was refused by the budget of cgroup id %llu (not on this process's cgroup path any more)",
-				    ask, (unsigned long long)st.refused_cgroup_id);
-	return pm_ctx_error(ctx, err, "pinning %s would exceed the budget of cgroup %s: %s in use",
-			    ask, path, fmt_use(use, sizeof(use), cg.pinned_bytes, cg.limit_bytes));
+		snprintf(msg, msg_len,
+			 "pinning %s was refused by the budget of cgroup id %llu; cgroup budgets need cgroup v2, which is not mounted now",
+			 ask, (unsigned long long)st.refused_cgroup_id);
+	else if (r)
+		snprintf(msg, msg_len,
+			 "pinning %s was refused by the budget of cgroup id %llu (not on this process's cgroup path any more)",
+			 ask, (unsigned long long)st.refused_cgroup_id);
+	else
+		snprintf(msg, msg_len, "pinning %s would exceed the budget of cgroup %s: %s in use",
+			 ask, path, pm_fmt_use(use, sizeof(use), cg.pinned_bytes, cg.limit_bytes));
+	return err;
 }
 
-int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
-		     const struct pinmem_stats *before, uint32_t reason)
+/* snprintf into msg, then return err. */
+#define SAY(err, ...)	(snprintf(msg, msg_len, __VA_ARGS__), (err))
+
+int pm_refusal_module(const struct pm_sys_ops *sys, int dev_fd, int err, size_t len,
+		      const struct pinmem_stats *before, uint32_t reason,
+		      char *msg, size_t msg_len)
 {
 	struct pinmem_stats st;
 	struct budget b;
@@ -168,64 +135,64 @@ int pm_refuse_module(struct pm_ctx *ctx, int err, size_t len,
 
 	pm_fmt_bytes(ask, sizeof(ask), len);
 	if (reason == PINMEM_REFUSED_REGIONS_FILE || reason == PINMEM_REFUSED_REGIONS_USER)
-		return pm_ctx_error(ctx, err,
-				    "pinning %s was refused: %s holds as many regions as the module allows (max_regions_per_%s); pin fewer, larger buffers",
-				    ask, reason == PINMEM_REFUSED_REGIONS_FILE ? "this context" : "this user",
-				    reason == PINMEM_REFUSED_REGIONS_FILE ? "file" : "user");
+		return SAY(err,
+			   "pinning %s was refused: %s holds as many regions as the module allows (max_regions_per_%s); pin fewer, larger buffers",
+			   ask, reason == PINMEM_REFUSED_REGIONS_FILE ? "this context" : "this user",
+			   reason == PINMEM_REFUSED_REGIONS_FILE ? "file" : "user");
 	if (reason == PINMEM_REFUSED_CGROUP)
-		return refuse_cgroup(ctx, err, ask);
+		return refuse_cgroup(sys, dev_fd, err, ask, msg, msg_len);
 	if (reason == PINMEM_REFUSED_FOLIO_PINS || (!reason && err == -PINMEM_ERR_FOLIO_PINS))
-		return pm_ctx_error(ctx, err,
-				    "pinning %s was refused: this context already holds %d times as many page pins as a huge page in that range has pages (overlapping pins); unpin some, or pin the buffer once",
-				    ask, PINMEM_FOLIO_MAX_PINS);
+		return SAY(err,
+			   "pinning %s was refused: this context already holds %d times as many page pins as a huge page in that range has pages (overlapping pins); unpin some, or pin the buffer once",
+			   ask, PINMEM_FOLIO_MAX_PINS);
 	if (reason == PINMEM_REFUSED_PAGE_REFS)
-		return pm_ctx_error(ctx, err,
-				    "pinning %s was refused: a page in that range is pinned so many times (a page mapped at many addresses, or pinned by many regions) that one more pin would near its reference count's limit; pin each page once",
-				    ask);
+		return SAY(err,
+			   "pinning %s was refused: a page in that range is pinned so many times (a page mapped at many addresses, or pinned by many regions) that one more pin would near its reference count's limit; pin each page once",
+			   ask);
 	if (reason == PINMEM_REFUSED_KMEM)
-		return pm_ctx_error(ctx, err,
-				    "pinning %s through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)",
-				    ask);
+		return SAY(err,
+			   "pinning %s through /dev/pinmem failed: the kernel is out of memory for its bookkeeping (no budget refused it)",
+			   ask);
 	memset(&st, 0, sizeof(st));
-	r = ctx->sys->ioctl(ctx->dev_fd, PINMEM_IOC_STATS, &st);
+	r = sys->ioctl(dev_fd, PINMEM_IOC_STATS, &st);
 	if (!budget_of(err, reason, &st, before, &b))
-		return pm_ctx_error(ctx, err, "pinning %s through /dev/pinmem failed: %s",
-				    ask, strerror(-err));
+		return SAY(err, "pinning %s through /dev/pinmem failed: %s", ask, strerror(-err));
 	/* Without a reason (ABI 1.0), ENOMEM is also "out of memory": ask the counters. */
 	if (!reason && !r && before && b.refused == b.refused_before)
-		return pm_ctx_error(ctx, err, "pinning %s through /dev/pinmem failed: %s (no budget refused it)",
-				    ask, strerror(-err));
+		return SAY(err, "pinning %s through /dev/pinmem failed: %s (no budget refused it)",
+			   ask, strerror(-err));
 	if (r)
-		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (reading its use failed: %s)",
-				    ask, b.name, strerror(-r));
+		return SAY(err, "pinning %s was refused by %s (reading its use failed: %s)",
+			   ask, b.name, strerror(-r));
 	/* The numbers moved between the refusal and STATS: say only what is known. */
 	if (b.limit != PINMEM_UNLIMITED && b.used + len <= b.limit)
-		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (now %s in use)",
-				    ask, b.name, fmt_use(use, sizeof(use), b.used, b.limit));
+		return SAY(err, "pinning %s was refused by %s (now %s in use)",
+			   ask, b.name, pm_fmt_use(use, sizeof(use), b.used, b.limit));
 	if (b.limit == PINMEM_UNLIMITED)
-		return pm_ctx_error(ctx, err, "pinning %s was refused by %s (unlimited, %s in use)",
-				    ask, b.name, pm_fmt_bytes(use, sizeof(use), b.used));
-	return pm_ctx_error(ctx, err, "pinning %s would exceed %s: %s in use%s",
-			    ask, b.name, fmt_use(use, sizeof(use), b.used, b.limit), b.hint);
+		return SAY(err, "pinning %s was refused by %s (unlimited, %s in use)",
+			   ask, b.name, pm_fmt_bytes(use, sizeof(use), b.used));
+	return SAY(err, "pinning %s would exceed %s: %s in use%s",
+		   ask, b.name, pm_fmt_use(use, sizeof(use), b.used, b.limit), b.hint);
 }
 
-int pm_refuse_mlock(struct pm_ctx *ctx, int err, size_t len)
+int pm_refusal_mlock(const struct pm_sys_ops *sys, int err, size_t len,
+		     char *msg, size_t msg_len)
 {
 	uint64_t limit = UINT64_MAX, locked = 0;
 	char ask[32], lim[32], lck[32];
 
 	pm_fmt_bytes(ask, sizeof(ask), len);
 	if ((err == -ENOMEM || err == -EPERM) &&
-	    !ctx->sys->memlock(&limit, &locked) && limit != UINT64_MAX &&
+	    !sys->memlock(&limit, &locked) && limit != UINT64_MAX &&
 	    locked + len > limit) {
 		pm_fmt_bytes(lim, sizeof(lim), limit);
 		if (locked)
-			return pm_ctx_error(ctx, -ENOMEM,
-					    "mlock of %s exceeds RLIMIT_MEMLOCK (%s, %s already locked); raise it with ulimit -l or use /dev/pinmem",
-					    ask, lim, pm_fmt_bytes(lck, sizeof(lck), locked));
-		return pm_ctx_error(ctx, -ENOMEM,
-				    "mlock of %s exceeds RLIMIT_MEMLOCK (%s); raise it with ulimit -l or use /dev/pinmem",
-				    ask, lim);
+			return SAY(-ENOMEM,
+				   "mlock of %s exceeds RLIMIT_MEMLOCK (%s, %s already locked); raise it with ulimit -l or use /dev/pinmem",
+				   ask, lim, pm_fmt_bytes(lck, sizeof(lck), locked));
+		return SAY(-ENOMEM,
+			   "mlock of %s exceeds RLIMIT_MEMLOCK (%s); raise it with ulimit -l or use /dev/pinmem",
+			   ask, lim);
 	}
-	return pm_ctx_error(ctx, err, "mlock of %s failed: %s", ask, strerror(-err));
+	return SAY(err, "mlock of %s failed: %s", ask, strerror(-err));
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The real system calls behind struct pm_sys_ops (see lib/ctx.h), each
+ * The real system calls behind struct pm_sys_ops (see lib/sys.h), each
  * returning -errno instead of setting errno.
  */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ctx.h"
+#include "sys.h"
 
 static int sys_open(const char *path, int flags)
 {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "ctx.h"
 
 static size_t chunk_of(size_t unit)
 {

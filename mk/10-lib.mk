@@ -11,8 +11,9 @@
 CUDA_HOME ?= /usr/local/cuda
 CUDA ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,0)
 
-LIB_SRCS += lib/backend.c lib/backend_host.c lib/buf.c lib/ctx.c lib/fault.c \
-	lib/numa.c lib/pages.c lib/pin.c lib/refusal.c lib/sys.c lib/uring.c lib/version.c
+LIB_SRCS += lib/backend.c lib/backend_host.c lib/buf.c lib/ctx.c lib/ctx_buf.c lib/ctx_dev.c \
+	lib/fault.c lib/fmt.c lib/numa.c lib/pages.c lib/pin.c lib/refusal.c lib/sys.c lib/uring.c \
+	lib/version.c
 LIB_CFLAGS :=
 ifeq ($(CUDA),1)
 LIB_SRCS += lib/backend_cuda.c
