@@ -643,7 +643,7 @@ static void print_meaning(struct cmp *c, const struct row *rows, int n)
 	printf("; reads %s\n", d && d->ok ?
 	       "with O_DIRECT where the file system allows it, as (d) (--direct auto)" :
 	       "buffered, as (c): O_DIRECT did not run here (see (d)'s note)");
-	printf("next: your own files with `pinstream --compare FILE...` or `pinstream --manifest LIST` (lines 'path offset length'); from PyTorch, pinmem.torch.DataLoader (README: Python and PyTorch)\n");
+	printf("next: your own files with `pinstream --compare FILE...` or `pinstream --manifest LIST` (lines 'path offset length'); from PyTorch, pinmem.torch.DataLoader (README.md: First use, PyTorch)\n");
 }
 
 static void print_json(struct cmp *c, struct row *rows, int n)
