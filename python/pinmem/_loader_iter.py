@@ -35,6 +35,9 @@ from ._collate import SlotTooSmallError, SlotWriter
 from ._ring import Ring, fmt_bytes, page_up, slot_batch
 
 _POLL_S = 0.5
+# DataPipes, while torch still has them.
+_DATAPIPES = tuple(c for c in (getattr(tdl, "IterDataPipe", None),
+                               getattr(tdl, "MapDataPipe", None)) if c is not None)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DATA = os.path.dirname(os.path.abspath(tdl.__file__))
 
@@ -373,7 +376,7 @@ class SingleIter(_RingIter):
         super().__init__(loader, shared, resume)
         self._released = False
         self._finished = False
-        if isinstance(self._dataset, (tdl.IterDataPipe, tdl.MapDataPipe)):
+        if _DATAPIPES and isinstance(self._dataset, _DATAPIPES):
             torch.utils.data.graph_settings.apply_sharding(self._dataset, self._world_size,
                                                            self._rank)
         self._ring_init(loader, shared)
@@ -437,7 +440,7 @@ class MultiIter(_RingIter):
         self._index_queues = []
         mp = loader.multiprocessing_context or torch_mp
         self._worker_init_fn = loader.worker_init_fn
-        if isinstance(self._dataset, (tdl.IterDataPipe, tdl.MapDataPipe)) and \
+        if _DATAPIPES and isinstance(self._dataset, _DATAPIPES) and \
                 hasattr(tdl, "_sharding_worker_init_fn"):
             import functools
             self._worker_init_fn = functools.partial(
