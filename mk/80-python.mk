@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
 # The Python package `pinmem` (python/): `make python` builds it into
-# $(O)/python (the C extension links $(O)/libpinmem.a statically), offline
-# with Debian's python3-dev and python3-setuptools; `python-check` runs the
-# pytest suite in tests/python against it; `bench-python` runs
-# bench/dataloader-compare.py.  `make install` copies the package into
-# PYTHON_SITEDIR (mk/70-install.mk).
+# $(O)/python (PYTHONPATH=$(O)/python uses it from the build tree) through
+# python/setup.py and python/pyproject.toml, the package's one build
+# definition, which pip uses too (mk/81-python-pip.mk): the extension is
+# python/src/*.c with libpinmem's sources compiled into it and liburing.a
+# linked in, offline with Debian's python3-dev and python3-setuptools.
+# `python-check` runs the pytest suite in tests/python against it;
+# `bench-python` runs bench/dataloader-compare.py.  `make install` copies the
+# package into PYTHON_SITEDIR (mk/70-install.mk); the Debian package's
+# python3-pinmem is that install.
 
 # Debian's interpreter (its python3-dev, numpy, pytest, torch), not whatever
 # python3 comes first in PATH (pyenv and virtualenv shims).
@@ -12,7 +16,10 @@ PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 export PYTHON
 PY_OUT := $(O)/python
 PY_STAMP := $(PY_OUT)/.built
-PY_SRCS := $(wildcard python/setup.py python/src/*.c python/src/*.h python/pinmem/*.py)
+PY_SRCS := $(wildcard python/setup.py python/pyproject.toml python/src/*.c python/src/*.h \
+	python/pinmem/*.py) $(LIB_SRCS) $(wildcard lib/*.h lib/stream/*.h include/*.h include/uapi/*.h)
+# setup.py's environment: the Makefile's CUDA choice, warnings as errors.
+PY_SETUP_ENV = PINMEM_CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) PINMEM_WERROR=1
 PYTHON_MINOR := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 # Where Debian's python3 looks: /usr/lib/python3/dist-packages for the
 # system, $(PREFIX)/lib/python3.N/dist-packages for /usr/local.
@@ -21,11 +28,12 @@ PYTHON_SITEDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$
 .PHONY: python python-check bench-python
 python: $(PY_STAMP)
 
-$(PY_STAMP): $(PY_SRCS) $(LIBPINMEM_A) include/pinmem.h include/pinmem_stream.h
+# setup.py rebuilds what changed (its objects in $(O)/python-build), and
+# everything when the compiler or flags changed.
+$(PY_STAMP): $(PY_SRCS)
 	@mkdir -p $(PY_OUT)
-	cd python && PINMEM_LIBA=$(abspath $(LIBPINMEM_A)) $(PYTHON) setup.py -q build \
-		--build-base $(abspath $(O))/python-build --build-lib $(abspath $(PY_OUT)) \
-		build_ext --force
+	cd python && $(PY_SETUP_ENV) $(PYTHON) setup.py -q build \
+		--build-base $(abspath $(O))/python-build --build-lib $(abspath $(PY_OUT))
 	touch $@
 
 # The cuda backend's cases run against the test-only CUDA runtime stand-in
@@ -49,12 +57,11 @@ CHECK_STEPS += python-check
 PY_ASAN_O := $(O)/asan-py
 .PHONY: python-check-asan
 python-check-asan:
-	+$(MAKE) --no-print-directory O=$(PY_ASAN_O) CFLAGS="$(ASAN_FLAGS)" $(PY_ASAN_O)/libpinmem.a \
-		$(if $(PY_CUDA_STUB),$(PY_ASAN_O)/unit/libcudart_stub.so)
+	+$(if $(PY_CUDA_STUB),$(MAKE) --no-print-directory O=$(PY_ASAN_O) CFLAGS="$(ASAN_FLAGS)" \
+		$(PY_ASAN_O)/unit/libcudart_stub.so,true)
 	cd python && CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
-		PINMEM_LIBA=$(abspath $(PY_ASAN_O))/libpinmem.a $(PYTHON) setup.py -q build \
-		--build-base $(abspath $(PY_ASAN_O))/python-build --build-lib $(abspath $(PY_ASAN_O))/python \
-		build_ext --force
+		$(PY_SETUP_ENV) $(PYTHON) setup.py -q build \
+		--build-base $(abspath $(PY_ASAN_O))/python-build --build-lib $(abspath $(PY_ASAN_O))/python
 	cd tests/python && PYTHONPATH=$(abspath $(PY_ASAN_O))/python PYTHONDONTWRITEBYTECODE=1 \
 		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
