@@ -27,9 +27,18 @@ def outcome(cls, dataset, **kw):
     """The batches cls yields for these arguments, or the type of what it raised."""
     try:
         loader = cls(dataset, **kw)
-        got = [clone(b) for b in loader]
     except Exception as e:                  # noqa: BLE001  (the oracle's outcome, whatever it is)
         return type(e)
+    it, got = iter(loader), []
+    try:
+        for b in it:
+            got.append(clone(b))
+    except Exception as e:                  # noqa: BLE001
+        got = type(e)
+    finally:
+        if hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()          # not left to the collector (torch's takes 5 s a worker)
+        del it
     if hasattr(loader, "close"):
         loader.close()
     return got
