@@ -18,8 +18,11 @@ PY_OUT := $(O)/python
 PY_STAMP := $(PY_OUT)/.built
 PY_SRCS := $(wildcard python/setup.py python/pyproject.toml python/src/*.c python/src/*.h \
 	python/pinmem/*.py) $(LIB_SRCS) $(wildcard lib/*.h lib/stream/*.h include/*.h include/uapi/*.h)
-# setup.py's environment: the Makefile's CUDA choice, warnings as errors.
-PY_SETUP_ENV = PINMEM_CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) PINMEM_WERROR=1
+# setup.py's environment: the Makefile's CUDA choice, warnings as errors,
+# PY_URING: liburing linked in from liburing.a when it is there (auto,
+# static) or from liburing.so (shared: the Debian package).
+PY_URING ?= auto
+PY_SETUP_ENV = PINMEM_CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) PINMEM_WERROR=1 PINMEM_URING=$(PY_URING)
 PYTHON_MINOR := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 # Where Debian's python3 looks: /usr/lib/python3/dist-packages for the
 # system, $(PREFIX)/lib/python3.N/dist-packages for /usr/local.
