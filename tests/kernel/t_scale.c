@@ -27,6 +27,12 @@
 #define CGROOT		"/sys/fs/cgroup"
 #define CG2_MAGIC	0x63677270
 #define NCG		10000
+/*
+ * Under lockdep (the debug kernel) making a cgroup and moving into it is
+ * some 50 times slower; there a tenth of the cgroups checks the same code
+ * for leaks and lock order, the flatness is shown on the Debian kernels.
+ */
+#define NCG_DEBUG	1000
 #define ROUNDS		201
 
 static int enter(const char *rel)
@@ -123,6 +129,7 @@ int main(void)
 {
 	double fresh0, known0, fresh1, known1, st0, st1, t0;
 	char *buf = kt_map(PG, 1), rel[64];
+	int ncg = access("/proc/lockdep", F_OK) ? NCG : NCG_DEBUG;
 	struct statfs sfs;
 	uint64_t h, keep;
 	int fd, i;
@@ -150,29 +157,29 @@ int main(void)
 	st0 = stats_cost();
 
 	t0 = kt_now();
-	for (i = 0; i < NCG; i++) {
+	for (i = 0; i < ncg; i++) {
 		snprintf(rel, sizeof(rel), "pmts/e%d", i);
 		mk(rel);
 		if (enter(rel) || kt_pin_handle(fd, buf, PG, &h))
 			kt_bail("PIN from %s", rel);
 	}
 	enter("");
-	kt_diag("%d cgroups with a pin each made in %.1f s", NCG, kt_now() - t0);
+	kt_diag("%d cgroups with a pin each made in %.1f s", ncg, kt_now() - t0);
 	fresh1 = pin_cost(fd, buf, 1, "b");
 	known1 = pin_cost(fd, buf, 0, "");
 	st1 = stats_cost();
 
 	kt_diag("PIN from a new cgroup: %.2fx a PIN from the root with 2 entries, %.2fx with %d",
-		fresh0, fresh1, NCG + 2);
+		fresh0, fresh1, ncg + 2);
 	kt_diag("PIN from a known cgroup: %.2fx, %.2fx", known0, known1);
 	kt_diag("stats file read: %.1f ms, %.1f ms (it prints every row)", st0 * 1e3, st1 * 1e3);
-	kt_ok(fresh1 < 3 * fresh0, "PIN from a new cgroup: flat with %d cgroups (%.2fx)", NCG,
+	kt_ok(fresh1 < 3 * fresh0, "PIN from a new cgroup: flat with %d cgroups (%.2fx)", ncg,
 	      fresh1 / fresh0);
-	kt_ok(known1 < 3 * known0, "PIN from a known cgroup: flat with %d cgroups (%.2fx)", NCG,
+	kt_ok(known1 < 3 * known0, "PIN from a known cgroup: flat with %d cgroups (%.2fx)", ncg,
 	      known1 / known0);
 
-	close(fd);	/* releases the 10,001 regions and their entries */
-	for (i = 0; i < NCG; i++) {
+	close(fd);	/* releases the regions and their entries */
+	for (i = 0; i < ncg; i++) {
 		snprintf(rel, sizeof(rel), "pmts/e%d", i);
 		rm(rel);
 	}
