@@ -37,6 +37,8 @@ $(PY_STAMP): $(PY_SRCS)
 	@mkdir -p $(PY_OUT)
 	cd python && $(PY_SETUP_ENV) $(PYTHON) setup.py -q build \
 		--build-base $(abspath $(O))/python-build --build-lib $(abspath $(PY_OUT))
+	@! ls -d python/build python/*.egg-info 2>/dev/null || \
+		{ echo "python: setup.py wrote the above into python/"; exit 1; }
 	touch $@
 
 # The cuda backend's cases run against the test-only CUDA runtime stand-in

@@ -44,11 +44,6 @@ from setuptools import Command, Extension, setup
 from setuptools.command.build_ext import build_ext as _build_ext
 from setuptools.command.sdist import sdist as _sdist
 
-try:
-    from setuptools.dep_util import newer_group
-except ImportError:  # setuptools >= 70 dropped dep_util
-    from setuptools.modified import newer_group
-
 here = os.path.dirname(os.path.abspath(__file__))
 VENDOR = "vendor"
 
@@ -113,6 +108,23 @@ EXT_CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Wshadow", "-Wno-unused-paramet
               "-fvisibility=hidden"] + WERROR
 
 
+def newer(deps, target):
+    """Whether target is missing or older than any of deps, to the
+    nanosecond (distutils' newer_group compares whole seconds, and misses an
+    edit made in the second of the last build)."""
+    try:
+        t = os.stat(target).st_mtime_ns
+    except FileNotFoundError:
+        return True
+    for d in deps:
+        try:
+            if os.stat(d).st_mtime_ns > t:
+                return True
+        except FileNotFoundError:
+            return True
+    return False
+
+
 def jobs():
     return max(1, int(os.environ.get("PINMEM_BUILD_JOBS") or os.cpu_count() or 1))
 
@@ -166,8 +178,11 @@ class build_ext(_build_ext):
             if arg not in ext.extra_link_args:
                 ext.extra_link_args.append(arg)
 
-        # Everything is rebuilt when the compiler, flags or link change.
-        key = json.dumps([cc, self.compiler.linker_so, LIB_CFLAGS, EXT_CFLAGS, root, lib,
+        # Everything is rebuilt when the compiler, flags, link or this
+        # file change.
+        with open(os.path.abspath(__file__), "rb") as f:
+            me = hashlib.sha256(f.read()).hexdigest()
+        key = json.dumps([me, cc, self.compiler.linker_so, LIB_CFLAGS, EXT_CFLAGS, root, lib,
                           uring_objs, uring_libs, ext.extra_link_args])
         key = hashlib.sha256(key.encode()).hexdigest()
         stamp = os.path.join(tmp, "flags")
@@ -184,7 +199,7 @@ class build_ext(_build_ext):
         def compile_one(rel):
             src = os.path.join(root, rel)
             obj = os.path.join(tmp, os.path.splitext(rel)[0] + ".o")
-            if force or newer_group([src] + hdrs, obj):
+            if force or newer([src] + hdrs, obj):
                 os.makedirs(os.path.dirname(obj), exist_ok=True)
                 self.compiler.spawn(cc + ["-c", src, "-o", obj] + LIB_CFLAGS)
             return obj
@@ -200,7 +215,8 @@ class build_ext(_build_ext):
             return sum(run_parallel(lambda s: compile_all([s], *args, **kw), sources), [])
 
         saved_force = self.force
-        self.force = force
+        self.force = force or newer(ext.sources + ext.depends + objs + uring_objs,
+                                    self.get_ext_fullpath(ext.name))
         self.compiler.compile = compile_parallel
         try:
             super().build_extension(ext)
@@ -265,6 +281,8 @@ if in_checkout and not any(a.startswith(("--build-base", "-b")) for a in sys.arg
 setup(
     version=version,
     packages=["pinmem"],
+    # No package data: and build_py runs no egg_info into python/.
+    include_package_data=False,
     ext_modules=[ext],
     cmdclass={"build_ext": build_ext, "sdist": sdist, "lib_sources": lib_sources_cmd},
     options=options,
