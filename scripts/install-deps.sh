@@ -20,7 +20,7 @@ BUILD_PKGS="build-essential pkg-config liburing-dev"
 TEST_PKGS="libcmocka-dev sparse kmod busybox-static cpio qemu-system-x86 fio \
 	dkms bc bison flex libelf-dev libssl-dev dwarves rsync xz-utils python3 \
 	python3-dev python3-setuptools python3-numpy python3-pytest python3-torch \
-	e2fsprogs xfsprogs zstd debootstrap"
+	python3-venv python3-wheel e2fsprogs xfsprogs zstd debootstrap"
 # Packages: `make deb` (debhelper, dh-dkms, dh-python) and its lintian run.
 DEB_PKGS="debhelper dh-dkms dh-python python3-dev python3-setuptools \
 	fakeroot lintian"
