@@ -150,10 +150,10 @@ class Spare:
                 and len(self.held) < slots)
 
     def close(self):
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd, self.fd = self.fd, -1
         self.mm = None
+        if fd >= 0:
+            os.close(fd)
 
     def __del__(self):
         self.close()
@@ -209,7 +209,12 @@ class Ring:
             del addr
             self.buf, self.pin_mode, self.notes = pin_ring(ctx, self._mv, pin)
         except BaseException:
-            os.close(self.fd)
+            # Closed here, once: a half-built ring's __del__ must not close the number
+            # again (by then it may be a file of the user's).
+            fd, self.fd = self.fd, -1
+            self._mv = self.mm = self._host = None
+            self.buf = None
+            os.close(fd)
             raise
         self.free = collections.deque(k for k in range(slots) if k not in held)
         for k, v in held.items():

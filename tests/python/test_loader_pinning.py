@@ -183,3 +183,45 @@ def test_unprivileged_user_with_8mib_memlock_and_no_module_runs_as_torch():
     err = out["budget_error"]
     assert err and "RLIMIT_MEMLOCK" in err and "pin='mlock' asked for explicitly" in err
     assert "a pinmem.torch.DataLoader ring (dataset Small)" in err, err
+
+
+FD_REUSE = r"""
+import gc, resource, warnings
+warnings.simplefilter("ignore")
+import torch, pinmem, pinmem.torch as pt, pinmem._ring as ring_mod
+resource.setrlimit(resource.RLIMIT_MEMLOCK, (64 << 10, 64 << 10))
+if ring_mod.mlock_room() is None:
+    # CAP_IPC_LOCK (root): mlock ignores the rlimit; refuse as the library would without it
+    def _pin(ctx, mv, mode, register):
+        raise pinmem.BudgetError("mlock of %d bytes would exceed RLIMIT_MEMLOCK" % mv.nbytes)
+    ring_mod._pin = _pin
+
+class D(torch.utils.data.Dataset):
+    def __len__(self): return 40
+    def __getitem__(self, i): return torch.full((65536,), i)
+
+path = "@PATH@"
+L = pt.DataLoader(D(), batch_size=4, num_workers=0, pin="mlock")
+it = iter(L)
+try:
+    next(it)
+    raise SystemExit("no BudgetError")
+except pinmem.BudgetError:
+    mine = open(path)   # the lowest free number: the one the failed ring's memfd had
+del it, L
+gc.collect()
+print(repr(mine.read()))
+"""
+
+
+def test_failed_ring_does_not_close_a_users_file_later(tmp_path):
+    """A ring whose pin= refused closes its memfd once: the number, reused by a file the user
+    opens next, stays the user's after the loader is gone (torch's loader touches no fds)."""
+    f = tmp_path / "mine.txt"
+    f.write_text("user data")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-c", FD_REUSE.replace("@PATH@", str(f))], env=env,
+                       capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.splitlines()[-1] == repr("user data")
