@@ -26,6 +26,28 @@ class _Overflow(Exception):
     pass
 
 
+class _Foreign(Exception):
+    """The batch holds what a slot cannot carry as torch would deliver it (a tensor subclass,
+    one that requires grad or is not on the CPU, a container that is not exactly a dict, list,
+    tuple or namedtuple): the whole batch travels as torch's collate returns it."""
+
+
+def _plain_tensor(t):
+    return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.requires_grad)
+
+
+def _plain_container(obj):
+    """obj is a dict, list, tuple or namedtuple that _map rebuilds as it was."""
+    tp = type(obj)
+    return tp in (dict, list, tuple) or (isinstance(obj, tuple) and hasattr(obj, "_fields"))
+
+
+def _foreign_container(obj):
+    return (isinstance(obj, (collections.abc.Mapping, collections.abc.Sequence))
+            and not isinstance(obj, (str, bytes)) and not _plain_container(obj))
+
+
 class Leaf:
     """A tensor (or numpy array) of the batch: where it lies in the slot."""
     __slots__ = ("kind", "offset", "nbytes", "dtype", "shape")
@@ -77,12 +99,16 @@ def collate_into(batch, w):
     """default_collate(batch), with every tensor leaf written into w's slot."""
     elem = batch[0]
     if isinstance(elem, torch.Tensor):
+        if not all(_plain_tensor(b) for b in batch):
+            raise _Foreign()
         out, leaf = w.tensor((len(batch),) + tuple(elem.shape), elem.dtype)
         torch.stack(batch, 0, out=out)
         return leaf
     elem_type = type(elem)
     if elem_type.__module__ == "numpy" and elem_type.__name__ not in ("str_", "string_"):
         if elem_type.__name__ in ("ndarray", "memmap"):
+            if any(type(b) is not numpy.ndarray and type(b) is not numpy.memmap for b in batch):
+                raise _Foreign()
             if _NP_BAD_DTYPE.search(elem.dtype.str) is not None:
                 raise TypeError("default_collate: batch must contain tensors, numpy arrays, "
                                 "numbers, dicts or lists; found {}".format(elem.dtype))
@@ -95,6 +121,8 @@ def collate_into(batch, w):
         return w.put(torch.tensor(batch))
     if isinstance(elem, (str, bytes)):
         return batch
+    if _foreign_container(elem) or any(type(b) is not elem_type for b in batch):
+        raise _Foreign()
     if isinstance(elem, collections.abc.Mapping):
         try:
             return elem_type({key: collate_into([d[key] for d in batch], w) for key in elem})
@@ -121,24 +149,29 @@ def collate_into(batch, w):
 def place(obj, w):
     """A custom collate_fn's result with its tensors and numpy arrays copied into w's slot."""
     if isinstance(obj, torch.Tensor):
+        if not _plain_tensor(obj):
+            raise _Foreign()
         return w.put(obj)
     if isinstance(obj, numpy.ndarray) and _NP_BAD_DTYPE.search(obj.dtype.str) is None:
+        if type(obj) is not numpy.ndarray:
+            raise _Foreign()
         return w.put(torch.as_tensor(obj), "ndarray")
+    if _foreign_container(obj):
+        raise _Foreign()
     return _map(obj, lambda x: place(x, w))
 
 
 def _map(obj, fn):
-    """obj with fn applied to the members of its dicts, lists and tuples."""
-    if isinstance(obj, collections.abc.Mapping) and not isinstance(obj, (str, bytes)):
-        try:
-            return type(obj)({k: fn(v) for k, v in obj.items()})
-        except TypeError:
-            return {k: fn(v) for k, v in obj.items()}
+    """obj with fn applied to the members of its dicts, lists, tuples and namedtuples (exactly
+    those types: anything else, a dict subclass say, is left as it is)."""
+    tp = type(obj)
+    if tp is dict:
+        return {k: fn(v) for k, v in obj.items()}
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(fn(v) for v in obj))
-    if isinstance(obj, tuple):
+        return tp(*(fn(v) for v in obj))
+    if tp is tuple:
         return tuple(fn(v) for v in obj)
-    if isinstance(obj, list):
+    if tp is list:
         return [fn(v) for v in obj]
     return obj
 

@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from ._collate import SlotWriter, _Overflow, collate_into, nbytes_needed, place
+from ._collate import SlotWriter, _Foreign, _Overflow, collate_into, nbytes_needed, place
 
 # gen -> (mmap, uint8 tensor) of the ring this worker maps (one at a time).
 _mapped = {}
@@ -114,6 +114,11 @@ class SlotCollate:
             except _Overflow:
                 full = self.collate_fn(data)
                 return Unpinned(full, nbytes_needed(full), overflow=True)
+            except _Foreign:
+                # A tensor subclass, one requiring grad or on a GPU, a dict subclass...:
+                # the batch is torch's, as torch's collate returns it.
+                full = self.collate_fn(data)
+                return Unpinned(full, nbytes_needed(full))
             except Exception:
                 # A type collate_into does not know (numpy uint16 on a newer torch, a
                 # registered collate function): torch's own collation decides.

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """pinmem.torch.DataLoader as a drop-in: torch's class, attributes, errors and corner cases,
 each checked against torch's DataLoader with the same arguments."""
+import collections
 import dataclasses
 import inspect
 import multiprocessing
@@ -322,3 +323,87 @@ def test_workers_that_cannot_open_the_ring_by_proc():
         got = [clone(b) for b in L]
     assert len(got) == 10 and all(equal(w, g) for w, g in zip(want, got))
     L.close()
+
+
+# -- what torch's collate returns, kept: tensor subclasses, requires_grad, container types --
+
+class Boxes(torch.Tensor):
+    pass
+
+
+class Rec(dict):
+    def __init__(self, *a, meta=None, **k):
+        super().__init__(*a, **k)
+        self.meta = meta
+
+
+class Kinds(Dataset):
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        x = torch.full((2,), float(i))
+        if self.kind == "subclass":
+            b = x.as_subclass(Boxes)
+            b.fmt = "XYXY"
+            return torch.zeros(3), {"boxes": b}
+        if self.kind == "grad":
+            return x.requires_grad_(), i
+        if self.kind == "defaultdict":
+            d = collections.defaultdict(list)
+            d["x"] = x
+            return d
+        return Rec(x=x, meta="m%d" % i)
+
+
+def collate_kinds(batch):
+    """Builds the kinds itself (what a detection or graph collate_fn does)."""
+    xs = torch.stack([torch.full((2,), float(len(batch)))] * len(batch))
+    b = xs.as_subclass(Boxes)
+    b.fmt = "XYXY"
+    d = collections.defaultdict(list)
+    d["x"] = xs
+    return b, d, Rec(x=xs.clone(), meta="m"), xs.clone().requires_grad_()
+
+
+def signature(obj):
+    """Types, attributes, requires_grad, device and values of a batch, all the way down."""
+    if isinstance(obj, torch.Tensor):
+        attrs = {k: v for k, v in vars(obj).items() if not isinstance(v, torch.Tensor)}
+        return (type(obj).__name__, obj.requires_grad, obj.device.type, sorted(attrs.items()),
+                obj.detach().tolist())
+    if isinstance(obj, dict):
+        attrs = sorted(vars(obj).items()) if hasattr(obj, "__dict__") else []
+        return (type(obj).__name__, attrs, sorted((k, signature(v)) for k, v in obj.items()))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, [signature(v) for v in obj])
+    return obj
+
+
+def kinds_outcome(cls, kind, workers):
+    kw = dict(batch_size=2, num_workers=workers)
+    if kind == "collate_fn":
+        ds, kw["collate_fn"] = Kinds("rec"), collate_kinds
+    else:
+        ds = Kinds(kind)
+    loader = cls(ds, **kw)
+    try:
+        return [[signature(b) for b in loader] for _epoch in range(2)]
+    except Exception as e:                  # noqa: BLE001  (torch's own outcome, whatever it is)
+        return type(e)
+    finally:
+        if hasattr(loader, "close"):
+            loader.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["subclass", "grad", "defaultdict", "rec", "collate_fn"])
+def test_collated_types_and_attributes_are_torchs(kind, workers):
+    """A tensor subclass and its attributes, requires_grad, a defaultdict, a dict subclass
+    with attributes: each batch as torch's DataLoader delivers it (or torch's error)."""
+    want = kinds_outcome(TorchDL, kind, workers)
+    got = kinds_outcome(pt.DataLoader, kind, workers)
+    assert got == want
