@@ -13,6 +13,7 @@ ordinary memory, as torch's would: the first batches of the first epoch
 while every slot is held by batches still referenced.
 """
 import atexit
+import collections
 import gc
 import itertools
 import os
@@ -500,7 +501,7 @@ class MultiIter(_RingIter):
         self._task_info = {}
         self._slot_of = {}              # task idx -> slot (None: ordinary memory)
         self._tasks_outstanding = 0
-        self._owed = 0                  # tasks torch would have sent, waiting for a slot
+        self._owed = collections.deque()  # indices torch would have sent, waiting for a slot
         self._sizing = 0                # tasks sent before the slots were sized
         self._workers_status = [True] * self._num_workers
         self._worker_queue_idx_cycle = itertools.cycle(range(self._num_workers))
@@ -508,7 +509,13 @@ class MultiIter(_RingIter):
             self._try_put_index()
 
     def _try_put_index(self):
-        self._owed += 1
+        # The index is drawn now, as torch's _try_put_index draws it (a shuffling sampler's
+        # generator advances exactly when torch's would); the task waits for a slot.
+        try:
+            index = self._next_index()
+        except StopIteration:
+            return
+        self._owed.append(index)
         self._pay()
 
     def _pay(self):
@@ -525,26 +532,19 @@ class MultiIter(_RingIter):
                 slot = self._take_slot()
                 if slot is None:
                     return
-            self._owed -= 1
-            if not self._send(slot):
-                self._owed = 0
+            if not self._send(slot, self._owed.popleft()):
+                self._owed.clear()
                 return
 
     def _stall(self):
         """Nothing is in flight and the next batch waits for a slot: free one, or send the
         task without (ordinary memory), as torch's loader would go on."""
         slot = self._take_slot(stall=True)
-        self._owed -= 1
-        if not self._send(slot):
-            self._owed = 0
+        if not self._send(slot, self._owed.popleft()):
+            self._owed.clear()
 
-    def _send(self, slot):
-        """torch's _try_put_index for one task; False when the sampler or the workers are done."""
-        try:
-            index = self._next_index()
-        except StopIteration:
-            self._give_back(slot)
-            return False
+    def _send(self, slot, index):
+        """torch's _try_put_index for one drawn index; False when no worker is active."""
         for _ in range(self._num_workers):
             wid = next(self._worker_queue_idx_cycle)
             if self._workers_status[wid]:
