@@ -182,16 +182,26 @@ class _RingIter(tdl._BaseDataLoaderIter):
             self._shared_ref.last_done = done
 
     def __init__(self, loader, shared, resume):
+        # Resuming mid-epoch leaves torch's global random state as it was (the epoch's draws
+        # were made before the state was saved); between epochs the epoch starts from the
+        # saved state and draws from it, as the uninterrupted run did.
+        saved = torch.get_rng_state() if (resume is not None and resume["mid_epoch"]
+                                           and loader.generator is None) else None
         rng = _state.rng_state(loader)          # what this first epoch starts from
         super().__init__(loader)
+        self._resumed_sampler = None
         self._shared_ref = shared
         shared.last = weakref.ref(self)
         self._epoch_rng, self._epoch_fresh, self._epoch_done = rng, True, False
         self._discard = 0
         self._forward = 0               # batches to skip once the sampler iterator is made
-        if resume is not None:
-            _state.resume(self, loader, resume)
-            self._forward = resume["_num_yielded"]
+        try:
+            if resume is not None:
+                _state.resume(self, loader, resume)
+                self._forward = resume["_num_yielded"]
+        finally:
+            if saved is not None:
+                torch.set_rng_state(saved)
         shared.last = weakref.ref(self)
 
     def _skip_discarded(self):
@@ -478,6 +488,9 @@ class MultiIter(_RingIter):
             self._shared.last = weakref.ref(self)
         self._epoch_done = False
         super()._reset(loader, first_iter)
+        if first_iter and self._resumed_sampler is not None:
+            self._sampler_iter = self._resumed_sampler      # made by _state.resume
+        self._resumed_sampler = None
         if self._forward:
             _state.fast_forward(self, self._forward)
             self._forward = 0

@@ -11,6 +11,8 @@ past the batches already yielded (no sample is read for them) for a
 map-style dataset; an IterableDataset's first batches are read again and
 dropped.  A dataset with state_dict()/load_state_dict() has them called.
 """
+import itertools
+
 import torch
 
 VERSION = 1
@@ -62,13 +64,26 @@ def restore_dataset(loader, st):
 
 def resume(it, loader, st):
     """Put a new iterator it where st's epoch was: the sampler iterator and base seed made
-    from the same random state, then past the batches already yielded."""
+    from the same random state, then past the batches already yielded.
+
+    Without a generator the state is torch's global one: it is set only while the sampler
+    iterator draws its seed (drawn at once here, not at its first index) and the caller
+    restores the user's global state afterwards (see _RingIter.__init__)."""
     set_rng(loader, st["rng"])
-    it._sampler_iter = iter(it._index_sampler)
+    si = iter(it._index_sampler)
+    drawn = None
     if st["fresh"]:
         # A new iterator draws its workers' base seed after making its sampler iterator.
-        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
-    it._base_seed = st["base_seed"]
+        drawn = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+    if loader.generator is None:
+        # A RandomSampler draws its seed from the global state at its first index: now,
+        # while that state is the epoch's.
+        try:
+            si = itertools.chain([next(si)], si)
+        except StopIteration:
+            si = iter(())
+    it._sampler_iter = it._resumed_sampler = si
+    it._base_seed = st["base_seed"] if st.get("base_seed") is not None else drawn
     it._epoch_rng, it._epoch_fresh = st["rng"], st["fresh"]
 
 

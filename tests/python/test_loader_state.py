@@ -122,3 +122,53 @@ def test_dataset_state_is_saved_and_restored():
     assert b.dataset.level == 3 and sd["dataset_state"] == {"level": 3}
     with pytest.raises(ValueError, match="not a state dict"):
         b.load_state_dict({"something": "else"})
+
+
+@pytest.mark.parametrize("kw", KW, ids=["inline", "workers", "persistent"])
+@pytest.mark.parametrize("mid_epoch", [True, False])
+def test_resume_leaves_torchs_global_random_state_to_the_user(kw, mid_epoch):
+    """No generator: the sampler draws from torch's global state.  A user who checkpoints
+    that state with the loader's and restores both gets the batches and the torch.rand values
+    of an uninterrupted run (torch's DataLoader): mid-epoch, resuming leaves the global state
+    as the user restored it (the epoch's draws were made before the checkpoint)."""
+    def run(cls, k):
+        torch.manual_seed(0)
+        L = cls(Images(), batch_size=4, shuffle=True, **kw,
+                **({"module": MODULE_MODE} if cls is pt.DataLoader else {}))
+        if not mid_epoch:
+            [clone(b) for b in L]
+        it = iter(L)
+        head = [clone(next(it)) for _ in range(k)]
+        torch.rand(5)
+        sd = L.state_dict() if cls is pt.DataLoader else None
+        user = torch.get_rng_state()
+        rest = [clone(b) for b in it]
+        return L, head, sd, user, rest, torch.rand(3)
+    k = 2 if mid_epoch else 0
+    _, _, _, _, want_rest, want_rand = run(torch.utils.data.DataLoader, k)
+    L, _, sd, user, _, _ = run(pt.DataLoader, k)
+    L.close()
+    if not mid_epoch:
+        # between epochs (the epoch before ended): checkpoint then; the uninterrupted run
+        # goes on with the same loader
+        L = pt.DataLoader(Images(), batch_size=4, shuffle=True, **kw, module=MODULE_MODE)
+        torch.manual_seed(0)
+        [clone(b) for b in L]
+        sd, user = L.state_dict(), torch.get_rng_state()
+        L.close()
+        torch.manual_seed(0)
+        ref = torch.utils.data.DataLoader(Images(), batch_size=4, shuffle=True, **kw)
+        [clone(b) for b in ref]
+        assert torch.equal(torch.get_rng_state(), user)
+        want_rest = [clone(b) for b in ref]
+        want_rand = torch.rand(3)
+        del ref
+    R = pt.DataLoader(Images(), batch_size=4, shuffle=True, **kw, module=MODULE_MODE)
+    torch.manual_seed(123)          # whatever the state was before the user restores
+    R.load_state_dict(roundtrip(sd))
+    torch.set_rng_state(user)
+    it = iter(R)
+    same(want_rest, [clone(b) for b in it])
+    assert torch.equal(torch.rand(3), want_rand)
+    del it
+    R.close()
