@@ -190,6 +190,7 @@ class _RingIter(tdl._BaseDataLoaderIter):
         rng = _state.rng_state(loader)          # what this first epoch starts from
         super().__init__(loader)
         self._resumed_sampler = None
+        self._refused = None            # the error that ended this iterator (see _sized_by)
         self._shared_ref = shared
         shared.last = weakref.ref(self)
         self._epoch_rng, self._epoch_fresh, self._epoch_done = rng, True, False
@@ -259,7 +260,15 @@ class _RingIter(tdl._BaseDataLoaderIter):
             need = page_up(unpinned.need + unpinned.need // 8)
             if self._shared.slot_bytes is None:
                 self._shared.slot_bytes = need
-            self._make_ring(max(need, self._shared.slot_bytes))
+            try:
+                self._make_ring(max(need, self._shared.slot_bytes))
+            except Exception as e:
+                # An explicit pin= refused (or module="require" found none): this iterator
+                # is done; its workers stop, and every later next() raises the same error
+                # (never a batch lost in silence, never a wait on tasks no one will send).
+                self._refused = e
+                self._shutdown_workers()
+                raise
 
     def _reap_copies(self, wait=False):
         while self._pending and (wait or self._pending[0][0].query()):
@@ -398,6 +407,8 @@ class SingleIter(_RingIter):
             self._drop_last)
 
     def _next_data(self):
+        if self._refused is not None:
+            raise self._refused.with_traceback(None)
         if self._discard:
             self._skip_discarded()
         return self._next_one()
@@ -578,6 +589,8 @@ class MultiIter(_RingIter):
             self._ring.give_back(slot)
 
     def _next_data(self):
+        if self._refused is not None:
+            raise self._refused.with_traceback(None)
         if self._shutdown:
             raise StopIteration
         try:

@@ -16,7 +16,7 @@ import pinmem  # noqa: E402
 import pinmem._ring as ring_mod  # noqa: E402
 import pinmem.torch as pt  # noqa: E402
 from conftest import MODULE_MODE  # noqa: E402
-from test_loader import Images, equal  # noqa: E402
+from test_loader import Images, clone, equal, run_guarded  # noqa: E402
 
 NOBODY = 65534
 
@@ -225,3 +225,38 @@ def test_failed_ring_does_not_close_a_users_file_later(tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.splitlines()[-1] == repr("user data")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_explicit_pin_refusal_ends_the_iterator_without_a_hang(monkeypatch, workers):
+    """pin= refused when the first batch sizes the ring: that next() and every later one
+    raise the BudgetError (no batch silently lost, no hang waiting on workers); a new
+    iterator, once pinning is allowed, yields torch's batches."""
+    real = ring_mod._pin
+
+    def refuse(ctx, mv, mode, register):
+        raise pinmem.BudgetError("mlock refused: over budget")
+    monkeypatch.setattr(ring_mod, "_pin", refuse)
+    kw = dict(batch_size=4, num_workers=workers)
+    L = pt.DataLoader(Images(), pin="mlock", module="off", **kw)
+    it = iter(L)
+
+    def three_nexts():
+        errors = []
+        for _ in range(3):
+            try:
+                next(it)
+                errors.append(None)
+            except pinmem.BudgetError as e:
+                errors.append(str(e))
+        return errors
+    errors = run_guarded(three_nexts, 30)
+    assert all(e and "pin='mlock' asked for explicitly" in e for e in errors), errors
+    if workers:
+        assert it._shutdown and not any(w.is_alive() for w in it._workers)
+    del it
+    monkeypatch.setattr(ring_mod, "_pin", real)
+    want = [clone(b) for b in torch.utils.data.DataLoader(Images(), **kw)]
+    got = run_guarded(lambda: [clone(b) for b in L], 60)
+    assert len(got) == len(want) and all(equal(w, g) for w, g in zip(want, got))
+    L.close()
