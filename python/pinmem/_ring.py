@@ -250,19 +250,22 @@ class Ring:
         return v
 
     def _collect_dead(self):
-        while self.returned:
-            self.free.append(self._old.pop(id(self.returned.popleft()))[1])
         # The ring is CUDA-registered: a copy queued from a slot (x.cuda(non_blocking=True))
         # may still read it after the last host tensor is gone.  An event recorded now on
-        # the ring's GPU's current stream comes after that copy.
+        # the ring's GPU's current stream comes after that copy.  A slot an earlier ring's
+        # kept batch held is fenced the same way (that batch may have been copied from too).
+        while self.returned:
+            self._fence(self._old.pop(id(self.returned.popleft()))[1])
         while self.dead:
-            slot = self._views.pop(id(self.dead.popleft()))[1]
-            if self.device is not None and torch.cuda.is_initialized():
-                ev = torch.cuda.Event()
-                ev.record(torch.cuda.current_stream(self.device))
-                self.fenced.append((ev, slot))
-            else:
-                self.free.append(slot)
+            self._fence(self._views.pop(id(self.dead.popleft()))[1])
+
+    def _fence(self, slot):
+        if self.device is not None and torch.cuda.is_initialized():
+            ev = torch.cuda.Event()
+            ev.record(torch.cuda.current_stream(self.device))
+            self.fenced.append((ev, slot))
+        else:
+            self.free.append(slot)
 
     def take(self, wait=False):
         """A slot nothing reads any more, or None; wait: block on the oldest GPU fence if need be."""

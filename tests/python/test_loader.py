@@ -451,6 +451,27 @@ def test_slot_dropped_while_cuda_is_initialised_waits_for_the_gpu(monkeypatch):
     ctx.close()
 
 
+@needs_cuda_stub
+def test_slot_of_a_batch_kept_from_the_last_ring_waits_for_the_gpu(monkeypatch):
+    """A batch kept past its epoch (copied to the GPU with non_blocking=True, say) holds its
+    slot in the next ring; dropped, the slot is fenced like any dropped batch's, not freed."""
+    cuda_stub(4)
+    fake_cuda(monkeypatch, current=0)
+    ctx = pinmem.Context(module=MODULE_MODE, backend="cuda", cuda_library=STUB, cuda_device=0)
+    loader = pt.DataLoader(Images(n=24), batch_size=4, slots=3, ctx=ctx, slot_bytes=4096)
+    kept = [b for k, b in enumerate(loader) if k == 2]
+    it = iter(loader)
+    ring = it._ring
+    assert len(ring._old) == 1
+    slot = next(iter(ring._old.values()))[1]
+    del kept
+    ring._collect_dead()
+    assert slot not in ring.free and slot in [f[1] for f in ring.fenced]
+    del it
+    loader.close()
+    ctx.close()
+
+
 def ring_device(loader):
     """The GPU the loader's next ring is registered with."""
     it = iter(loader)
