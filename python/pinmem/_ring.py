@@ -99,6 +99,11 @@ def pin_ring(ctx, mv, pin):
     info = ctx.info()
     total = mv.nbytes
     if pin != "auto":
+        if pin == "module" and not info.get("module"):
+            # The library would step down to mlock; pin="module" asked for /dev/pinmem.
+            raise _pinmem.BudgetError(
+                "pin='module' asked for explicitly, but /dev/pinmem is not available to this "
+                "context (run `pinctl doctor`; held in this process: %s)" % holders())
         try:
             buf = _pin(ctx, mv, pin, pin != "none")
         except _pinmem.BudgetError as e:

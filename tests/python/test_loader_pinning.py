@@ -260,3 +260,13 @@ def test_explicit_pin_refusal_ends_the_iterator_without_a_hang(monkeypatch, work
     got = run_guarded(lambda: [clone(b) for b in L], 60)
     assert len(got) == len(want) and all(equal(w, g) for w, g in zip(want, got))
     L.close()
+
+
+def test_explicit_pin_module_without_the_module_is_a_budget_error():
+    """pin="module" where /dev/pinmem is not there: a BudgetError, not a silent mlock."""
+    ctx = FakeCtx(module=False, backend="none", refuse=())
+    with pytest.raises(pinmem.BudgetError, match="pin='module'"):
+        ladder(ctx, pin="module")
+    assert ctx.tried == []
+    ctx = FakeCtx(module=True, backend="none", refuse=())
+    assert ladder(ctx, pin="module")[0] == "module"
