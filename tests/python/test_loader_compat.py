@@ -70,16 +70,30 @@ ATTRS = ("dataset", "batch_size", "drop_last", "num_workers", "pin_memory", "tim
 
 
 def samplers_equal(a, b):
+    """Same type, and the same indices yielded, each drawn from a generator seeded alike (a
+    RandomSampler without a generator draws from torch's global state: seeded alike too)."""
     if a is None or b is None:
         return a is b
     if type(a) is not type(b):
         return False
-    if isinstance(a, BatchSampler):
-        return (a.batch_size, a.drop_last) == (b.batch_size, b.drop_last) and \
-            samplers_equal(a.sampler, b.sampler)
-    if isinstance(a, SequentialSampler):
-        return a.data_source is b.data_source
-    return list(a) == list(b) if not isinstance(a, torch.utils.data.Sampler) else True
+
+    def drawn(s):
+        g = getattr(s, "generator", None)
+        state = g.get_state() if g is not None else None
+        global_state = torch.get_rng_state()
+        try:
+            out = []
+            for seed in (7, 8):
+                torch.manual_seed(seed)
+                if g is not None:
+                    g.manual_seed(seed)
+                out.append([list(x) if isinstance(x, list) else x for x in s])
+            return out
+        finally:
+            torch.set_rng_state(global_state)
+            if g is not None:
+                g.set_state(state)
+    return drawn(a) == drawn(b)
 
 
 class Stream(IterableDataset):
