@@ -46,6 +46,7 @@
 
 #include "budget.h"
 #include "cgroup.h"
+#include "snapshot.h"
 
 /**
  * struct pinmem_user - per-user budget entry
@@ -1129,29 +1130,21 @@ u64 pinmem_budget_round(u64 bytes)
  */
 int pinmem_budget_users_snapshot(struct pinmem_user_view **views, size_t *nr)
 {
-	struct pinmem_user_view *v = NULL, *bigger;
+	struct pinmem_user_view *v = NULL;
 	size_t cap = 0, n = 0, i;
 	struct pinmem_user *u;
 	kuid_t last = INVALID_UID;
 	bool first = true;
 
 	for (;;) {
-		if (cap - n < PINMEM_USERS_BATCH) {
-			cap = 2 * cap + PINMEM_USERS_BATCH;
-			bigger = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
-			if (!bigger) {
-				kvfree(v);
-				return -ENOMEM;
-			}
-			if (n)
-				memcpy(bigger, v, n * sizeof(*v));
+		if (pinmem_snapshot_room((void **)&v, &cap, n, sizeof(*v),
+					 PINMEM_USERS_BATCH)) {
 			kvfree(v);
-			v = bigger;
+			return -ENOMEM;
 		}
 		spin_lock(&pinmem_budget_lock);
-		u = first ? (pinmem_users.rb_node ?
-			     rb_entry(rb_first(&pinmem_users),
-				      struct pinmem_user, node) : NULL) :
+		u = first ? rb_entry_safe(rb_first(&pinmem_users),
+					  struct pinmem_user, node) :
 			    pinmem_user_search(last, true);
 		for (i = 0; u && i < PINMEM_USERS_BATCH; i++) {
 			pinmem_user_view(u, u->uid, &v[n++]);

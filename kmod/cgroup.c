@@ -27,6 +27,7 @@
 
 #include "budget.h"
 #include "cgroup.h"
+#include "snapshot.h"
 
 /*
  * The entries by id, and the limited ones (those pinmem_cg_prune() checks)
@@ -643,23 +644,16 @@ bool pinmem_cg_inside(const struct pinmem_cg *cg, u64 root)
  */
 int pinmem_cg_snapshot(struct pinmem_cg **rows, size_t *nr, u64 root)
 {
-	struct pinmem_cg *v = NULL, *bigger, *cg;
+	struct pinmem_cg *v = NULL, *cg;
 	size_t cap = 0, n = 0, i;
 	u64 last = 0;
 	bool first = true;
 
 	for (;;) {
-		if (cap - n < PINMEM_CG_COPY_BATCH) {
-			cap = 2 * cap + PINMEM_CG_COPY_BATCH;
-			bigger = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
-			if (!bigger) {
-				kvfree(v);
-				return -ENOMEM;
-			}
-			if (n)
-				memcpy(bigger, v, n * sizeof(*v));
+		if (pinmem_snapshot_room((void **)&v, &cap, n, sizeof(*v),
+					 PINMEM_CG_COPY_BATCH)) {
 			kvfree(v);
-			v = bigger;
+			return -ENOMEM;
 		}
 		pinmem_budget_enter();
 		cg = first ? rb_entry_safe(rb_first(&pinmem_cgs),

@@ -21,6 +21,7 @@
 #include "folio.h"
 #include "pinmem.h"
 #include "region.h"
+#include "snapshot.h"
 
 /*
  * The open files by id, in open order (ids are cyclic).  The mutex keeps a
@@ -796,23 +797,16 @@ int pinmem_file_regions(struct pinmem_file *f, struct pinmem_regions *arg)
  */
 int pinmem_files_snapshot(struct pinmem_file_view **views, size_t *nr)
 {
-	struct pinmem_file_view *v = NULL, *bigger, *cur;
+	struct pinmem_file_view *v = NULL, *cur;
 	size_t cap = 0, n = 0, i;
 	unsigned long id = 0;
 	struct pinmem_file *f;
 
 	for (;;) {
-		if (cap - n < PINMEM_FILES_BATCH) {
-			cap = 2 * cap + PINMEM_FILES_BATCH;
-			bigger = kvmalloc_array(cap, sizeof(*v), GFP_KERNEL);
-			if (!bigger) {
-				pinmem_files_snapshot_free(v, n);
-				return -ENOMEM;
-			}
-			if (n)
-				memcpy(bigger, v, n * sizeof(*v));
-			kvfree(v);
-			v = bigger;
+		if (pinmem_snapshot_room((void **)&v, &cap, n, sizeof(*v),
+					 PINMEM_FILES_BATCH)) {
+			pinmem_files_snapshot_free(v, n);
+			return -ENOMEM;
 		}
 		i = 0;
 		mutex_lock(&pinmem_files_lock);

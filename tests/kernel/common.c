@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -572,6 +573,33 @@ int kt_run_as(uid_t uid, uint64_t caps, int (*fn)(void *), void *arg)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+#define KT_CGROOT	"/sys/fs/cgroup"
+
+int kt_cg_enter(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), KT_CGROOT "/%s%scgroup.procs", rel, *rel ? "/" : "");
+	return kt_write(p, "0");
+}
+
+void kt_cg_mkdir(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), KT_CGROOT "/%s", rel);
+	if (mkdir(p, 0755) && errno != EEXIST)
+		kt_bail("mkdir %s: %s", p, strerror(errno));
+}
+
+int kt_cg_rmdir(const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), KT_CGROOT "/%s", rel);
+	return rmdir(p) ? -errno : 0;
 }
 
 void kt_set_memlock(size_t bytes)

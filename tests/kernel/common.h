@@ -113,6 +113,15 @@ int kt_run_as(uid_t uid, uint64_t caps, int (*fn)(void *), void *arg);
 /* Drop the calling process to @uid with exactly @caps; 0 or -errno. */
 int kt_become(uid_t uid, uint64_t caps);
 
+/*
+ * Cgroup v2 directories under /sys/fs/cgroup by relative path ("" is the
+ * root): move the calling process there (0 or -errno), make one (bails out
+ * unless made or there), remove one (0 or -errno).
+ */
+int kt_cg_enter(const char *rel);
+void kt_cg_mkdir(const char *rel);
+int kt_cg_rmdir(const char *rel);
+
 /* RLIMIT_MEMLOCK soft and hard limit to @bytes; bails out on failure. */
 void kt_set_memlock(size_t bytes);
 

@@ -62,32 +62,6 @@ static uint64_t cg_id(const char *rel)
 	return stat(p, &st) ? 0 : st.st_ino;
 }
 
-/* Move the calling process into the cgroup @rel ("" for the root). */
-static int cg_enter(const char *rel)
-{
-	char p[256];
-
-	snprintf(p, sizeof(p), CGROOT "/%s%scgroup.procs", rel, *rel ? "/" : "");
-	return kt_write(p, "0");
-}
-
-static void cg_mkdir(const char *rel)
-{
-	char p[256];
-
-	snprintf(p, sizeof(p), CGROOT "/%s", rel);
-	if (mkdir(p, 0755) && errno != EEXIST)
-		kt_bail("mkdir %s: %s", p, strerror(errno));
-}
-
-static int cg_rmdir(const char *rel)
-{
-	char p[256];
-
-	snprintf(p, sizeof(p), CGROOT "/%s", rel);
-	return rmdir(p) ? -errno : 0;
-}
-
 /*
  * A process in cgroup @rel that opens /dev/pinmem there, pins @ok bytes,
  * tries one page more, reports, then waits for a byte on @go before it
@@ -122,7 +96,7 @@ static void holder_start(struct holder *h)
 		struct pinmem_pin p;
 		int fd;
 
-		r.enter = cg_enter(h->rel);
+		r.enter = kt_cg_enter(h->rel);
 		fd = kt_open();
 		r.pin = kt_pin(fd, buf, h->ok, NULL);
 		r.over = kt_pin(fd, buf + h->ok, PG, &p);
@@ -134,7 +108,7 @@ static void holder_start(struct holder *h)
 		if (write(h->res[1], &r, sizeof(r)) != sizeof(r) || read(h->go[0], &c, 1) != 1)
 			_exit(1);
 		if (h->move_to) {
-			r.enter = cg_enter(h->move_to);
+			r.enter = kt_cg_enter(h->move_to);
 			if (write(h->res[1], &r, sizeof(r)) != sizeof(r) ||
 			    read(h->go[0], &c, 1) != 1)
 				_exit(1);
@@ -208,7 +182,7 @@ static void test_hierarchy(int fd)
 	kt_eq(cg_pinned(fd, "pmt/a/c"), 2 * KT_MIB, "pmt/a/c keeps the moved task's charge");
 	kt_eq(cg_pinned(fd, "pmt"), 4 * KT_MIB, "pmt: 4 MiB, not counted twice");
 	/* ... and when its cgroup is removed. */
-	kt_eq(cg_rmdir("pmt/a/c"), 0, "rmdir pmt/a/c while its pins live");
+	kt_eq(kt_cg_rmdir("pmt/a/c"), 0, "rmdir pmt/a/c while its pins live");
 	kt_eq(cg_pinned(fd, "pmt/a"), 4 * KT_MIB, "pmt/a still holds the removed child's charge");
 	holder_end(&c);
 	kt_eq(cg_pinned(fd, "pmt/a"), 2 * KT_MIB, "released: pmt/a back to 2 MiB");
@@ -238,8 +212,8 @@ static void test_contract(int fd)
 	struct pinmem_cgroup g;
 	struct report r;
 
-	cg_mkdir("pmt/p");
-	cg_mkdir("pmt/p/c");
+	kt_cg_mkdir("pmt/p");
+	kt_cg_mkdir("pmt/p/c");
 	kt_eq(cg_ioctl(fd, "pmt/p/c", PINMEM_CGROUP_SET, 2 * PG, NULL), 0, "SET pmt/p/c 2 pages");
 	holder_start(&h);
 	holder_report(&h, &r);
@@ -257,8 +231,8 @@ static void test_contract(int fd)
 	kt_eq(g.refused, 1, "and its refusals");
 	kt_eq(cg_ioctl(fd, "pmt/p/c", PINMEM_CGROUP_CLEAR, 0, &g), 0, "CLEAR pmt/p/c");
 	kt_eq(g.peak_bytes, 0, "cleared with nothing pinned: its peak goes too");
-	cg_rmdir("pmt/p/c");
-	kt_eq(cg_rmdir("pmt/p"), 0, "contract: cgroups removed");
+	kt_cg_rmdir("pmt/p/c");
+	kt_eq(kt_cg_rmdir("pmt/p"), 0, "contract: cgroups removed");
 }
 
 /*
@@ -276,13 +250,13 @@ static void test_pin_time(int fd)
 	uint64_t h1, h2, t1;
 	int pfd;
 
-	cg_mkdir("pmt/o");
-	cg_mkdir("pmt/m");
+	kt_cg_mkdir("pmt/o");
+	kt_cg_mkdir("pmt/m");
 	kt_eq(cg_ioctl(fd, "pmt/m", PINMEM_CGROUP_SET, 4 * PG, NULL), 0, "SET pmt/m 4 pages");
-	kt_eq(cg_enter("pmt/o"), 0, "entered pmt/o (no limit)");
+	kt_eq(kt_cg_enter("pmt/o"), 0, "entered pmt/o (no limit)");
 	pfd = kt_open();
 	kt_eq(kt_pin_handle(pfd, buf, 2 * PG, &h1), 0, "pmt/o: PIN 2 pages");
-	kt_eq(cg_enter("pmt/m"), 0, "moved to pmt/m with the file open");
+	kt_eq(kt_cg_enter("pmt/m"), 0, "moved to pmt/m with the file open");
 	kt_eq(kt_pin_handle(pfd, buf + 2 * PG, 4 * PG, &h2), 0, "pmt/m: PIN its 4-page limit");
 	kt_eq(kt_pin(pfd, buf + 6 * PG, PG, &p), -EDQUOT,
 	      "pmt/m: one page more is EDQUOT (the file was opened in unlimited pmt/o)");
@@ -306,12 +280,12 @@ static void test_pin_time(int fd)
 	kt_eq(cg_pinned(fd, "pmt/o"), 0, "un-charged from pmt/o");
 	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m unchanged");
 
-	kt_eq(cg_enter("pmt/o"), 0, "back to pmt/o");
+	kt_eq(kt_cg_enter("pmt/o"), 0, "back to pmt/o");
 	kt_eq(kt_pin(pfd, thp, PG, &p), 0, "pmt/o: PIN one page of a THP");
 	t1 = p.handle;
 	kt_eq(p.charged_bytes, HP, "the whole THP is charged");
 	kt_eq(cg_pinned(fd, "pmt/o"), HP, "to pmt/o");
-	kt_eq(cg_enter("pmt/m"), 0, "to pmt/m again (full)");
+	kt_eq(kt_cg_enter("pmt/m"), 0, "to pmt/m again (full)");
 	kt_eq(kt_pin(pfd, none, PG, NULL), -EACCES, "PIN of a PROT_NONE page: EACCES");
 	kt_stats(pfd, &st);
 	kt_eq(st.refused_cgroup_id, 0, "refused by no cgroup: refused_cgroup_id 0");
@@ -328,10 +302,10 @@ static void test_pin_time(int fd)
 	kt_eq(cg_pinned(fd, "pmt/m"), 4 * PG, "pmt/m unchanged");
 	close(pfd);
 	kt_eq(cg_pinned(fd, "pmt/m"), 0, "close: pmt/m back to 0");
-	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	kt_eq(kt_cg_enter(""), 0, "back to the root cgroup");
 	cg_ioctl(fd, "pmt/m", PINMEM_CGROUP_CLEAR, 0, NULL);
-	cg_rmdir("pmt/o");
-	cg_rmdir("pmt/m");
+	kt_cg_rmdir("pmt/o");
+	kt_cg_rmdir("pmt/m");
 	munmap(buf, 8 * PG);
 	munmap(thp, HP);
 	munmap(none, PG);
@@ -348,33 +322,33 @@ static void test_removed(int fd)
 	uint64_t old, v = 0;
 	int pfd;
 
-	cg_mkdir("pmt/r");
+	kt_cg_mkdir("pmt/r");
 	old = cg_id("pmt/r");
 	kt_eq(cg_ioctl(fd, "pmt/r", PINMEM_CGROUP_SET, 3 * PG, NULL), 0, "SET pmt/r 3 pages");
-	kt_eq(cg_enter("pmt/r"), 0, "entered pmt/r");
+	kt_eq(kt_cg_enter("pmt/r"), 0, "entered pmt/r");
 	pfd = kt_open();
 	kt_eq(kt_pin(pfd, buf, 2 * PG, NULL), 0, "pmt/r: PIN 2 pages");
-	kt_eq(cg_enter(""), 0, "back to the root cgroup");
-	kt_eq(cg_rmdir("pmt/r"), 0, "rmdir pmt/r with its pins live");
+	kt_eq(kt_cg_enter(""), 0, "back to the root cgroup");
+	kt_eq(kt_cg_rmdir("pmt/r"), 0, "rmdir pmt/r with its pins live");
 	kt_eq(cg_ioctl(fd, "pmt/r", 0, 0, NULL), -ENOENT, "GET pmt/r: ENOENT");
 	kt_eq(kt_statfile("cgroup", (long long)old, "limit_bytes", &v), 0, "removed pmt/r still has a stats line");
 	kt_eq(v, PINMEM_UNLIMITED, "the removed cgroup's limit is gone");
 	kt_eq(kt_statfile("cgroup", (long long)old, "pinned_bytes", &v), 0, "pinned_bytes of removed pmt/r");
 	kt_eq(v, 2 * PG, "its charge stays while its pins live");
 
-	cg_mkdir("pmt/r");
+	kt_cg_mkdir("pmt/r");
 	kt_ok(cg_id("pmt/r") != old, "pmt/r made again has a new id");
 	kt_eq(cg_ioctl(fd, "pmt/r", 0, 0, &g), 0, "GET the new pmt/r");
 	kt_eq(g.limit_bytes, PINMEM_UNLIMITED, "the new pmt/r has no limit");
 	kt_eq(g.pinned_bytes, 0, "and nothing charged");
-	kt_eq(cg_enter("pmt/r"), 0, "entered the new pmt/r");
+	kt_eq(kt_cg_enter("pmt/r"), 0, "entered the new pmt/r");
 	kt_eq(kt_pin(pfd, buf + 2 * PG, 4 * PG, NULL), 0, "the new pmt/r: PIN 4 pages (the old limit was 3)");
-	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	kt_eq(kt_cg_enter(""), 0, "back to the root cgroup");
 	close(pfd);
 	kt_eq(kt_statfile("cgroup", (long long)old, "pinned_bytes", &v), -ENOENT,
 	      "pins gone: no stats line for the removed cgroup");
 	kt_eq(cg_pinned(fd, "pmt/r"), 0, "the new pmt/r back to 0");
-	kt_eq(cg_rmdir("pmt/r"), 0, "rmdir the new pmt/r");
+	kt_eq(kt_cg_rmdir("pmt/r"), 0, "rmdir the new pmt/r");
 	munmap(buf, 8 * PG);
 }
 
@@ -408,7 +382,7 @@ static int in_cgroup_ns(void *arg)
 	FILE *f;
 	int fd;
 
-	if (cg_enter("pmt/ns") || unshare(CLONE_NEWCGROUP))
+	if (kt_cg_enter("pmt/ns") || unshare(CLONE_NEWCGROUP))
 		kt_bail("cgroup namespace: %s", strerror(errno));
 	fd = kt_open();
 	kt_eq(cg_ioctl(fd, "/", 0, 0, &g), 0, "in the namespace: GET /");
@@ -416,7 +390,7 @@ static int in_cgroup_ns(void *arg)
 	kt_eq(cg_ioctl(fd, "x", PINMEM_CGROUP_SET, 2 * PG, &g), 0, "in the namespace: SET x 2 pages");
 	kt_eq(g.cgroup_id, id->x, "x is pmt/ns/x");
 	kt_eq(cg_ioctl(fd, "pmt/ns/x", 0, 0, NULL), -ENOENT, "the path from the real root is ENOENT there");
-	kt_eq(cg_enter("pmt/ns/x"), 0, "moved to pmt/ns/x (the mount shows the real root)");
+	kt_eq(kt_cg_enter("pmt/ns/x"), 0, "moved to pmt/ns/x (the mount shows the real root)");
 	f = fopen("/proc/self/cgroup", "re");
 	if (!f || !fgets(line, sizeof(line), f))
 		kt_bail("/proc/self/cgroup");
@@ -443,8 +417,8 @@ static void test_cgroup_ns(void)
 	struct ns_ids id;
 	int fd = kt_open();
 
-	cg_mkdir("pmt/ns");
-	cg_mkdir("pmt/ns/x");
+	kt_cg_mkdir("pmt/ns");
+	kt_cg_mkdir("pmt/ns/x");
 	id.ns = cg_id("pmt/ns");
 	id.x = cg_id("pmt/ns/x");
 	id.a = cg_id("pmt/a");
@@ -453,8 +427,8 @@ static void test_cgroup_ns(void)
 	kt_eq(kt_run_as(0, ALL_CAPS, in_cgroup_ns, &id), 0, "cgroup namespace case ran");
 	cg_ioctl(fd, "pmt/a", PINMEM_CGROUP_CLEAR, 0, NULL);
 	close(fd);
-	cg_rmdir("pmt/ns/x");
-	kt_eq(cg_rmdir("pmt/ns"), 0, "cgroup namespace: cgroups removed");
+	kt_cg_rmdir("pmt/ns/x");
+	kt_eq(kt_cg_rmdir("pmt/ns"), 0, "cgroup namespace: cgroups removed");
 }
 
 #define FB_THREADS	8
@@ -499,9 +473,9 @@ static void test_fallback_storm(int fd)
 	double end;
 	int pfd, i;
 
-	cg_mkdir("pmt/f");
+	kt_cg_mkdir("pmt/f");
 	kt_eq(cg_ioctl(fd, "pmt/f", PINMEM_CGROUP_SET, HP, NULL), 0, "SET pmt/f 2 MiB");
-	kt_eq(cg_enter("pmt/f"), 0, "entered pmt/f");
+	kt_eq(kt_cg_enter("pmt/f"), 0, "entered pmt/f");
 	pfd = kt_open();
 	kt_eq(kt_pin(pfd, thp, PG, NULL), 0, "pmt/f: PIN one page of a THP, charged 2 MiB: full");
 	base = kt_foll_pinned();
@@ -527,9 +501,9 @@ static void test_fallback_storm(int fd)
 	      max);
 	kt_eq(cg_pinned(fd, "pmt/f"), HP, "pmt/f still at its 2 MiB");
 	close(pfd);
-	kt_eq(cg_enter(""), 0, "back to the root cgroup");
+	kt_eq(kt_cg_enter(""), 0, "back to the root cgroup");
 	cg_ioctl(fd, "pmt/f", PINMEM_CGROUP_CLEAR, 0, NULL);
-	kt_eq(cg_rmdir("pmt/f"), 0, "rmdir pmt/f");
+	kt_eq(kt_cg_rmdir("pmt/f"), 0, "rmdir pmt/f");
 	munmap(thp, (FB_THREADS + 1) * HP);
 }
 
@@ -540,7 +514,7 @@ static void storm_child(const char *rel, double end, unsigned int seed)
 	uint64_t h[8] = { 0 };
 	int fd, i;
 
-	if (cg_enter(rel))
+	if (kt_cg_enter(rel))
 		_exit(1);
 	fd = kt_open();
 	buf = kt_map(8 * 4 * PG, 1);
@@ -565,9 +539,9 @@ static void test_storm(int fd)
 	double end = kt_now() + 3;
 	int i, status, ok = 1;
 
-	cg_mkdir("pmt/s");
-	cg_mkdir("pmt/s/x");
-	cg_mkdir("pmt/s/y");
+	kt_cg_mkdir("pmt/s");
+	kt_cg_mkdir("pmt/s/x");
+	kt_cg_mkdir("pmt/s/y");
 	kt_eq(cg_ioctl(fd, "pmt/s", PINMEM_CGROUP_SET, limit, NULL), 0, "SET pmt/s 24 pages");
 	kt_eq(cg_ioctl(fd, "pmt/s/x", PINMEM_CGROUP_SET, 16 * PG, NULL), 0, "SET pmt/s/x 16 pages");
 	fflush(stdout);
@@ -593,9 +567,9 @@ static void test_storm(int fd)
 	kt_eq(cg_pinned(fd, "pmt/s"), 0, "storm: back to 0");
 	cg_ioctl(fd, "pmt/s/x", PINMEM_CGROUP_CLEAR, 0, NULL);
 	cg_ioctl(fd, "pmt/s", PINMEM_CGROUP_CLEAR, 0, NULL);
-	cg_rmdir("pmt/s/x");
-	cg_rmdir("pmt/s/y");
-	kt_eq(cg_rmdir("pmt/s"), 0, "storm: cgroups removed");
+	kt_cg_rmdir("pmt/s/x");
+	kt_cg_rmdir("pmt/s/y");
+	kt_eq(kt_cg_rmdir("pmt/s"), 0, "storm: cgroups removed");
 }
 
 static int unprivileged_set(void *arg)
@@ -656,7 +630,7 @@ static void test_v1_only(void)
 
 	if (!cg2_mounted() && mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
 		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
-	cg_mkdir("pmtv1");
+	kt_cg_mkdir("pmtv1");
 	kt_eq(cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_SET, KT_MIB, NULL), 0,
 	      "cgroup2 mounted: SET pmtv1 to 1 MiB");
 	if (umount(CGROOT)) {
@@ -689,7 +663,7 @@ static void test_v1_only(void)
 		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
 out:
 	cg_ioctl(fd, "pmtv1", PINMEM_CGROUP_CLEAR, 0, NULL);
-	cg_rmdir("pmtv1");
+	kt_cg_rmdir("pmtv1");
 	close(fd);
 }
 
@@ -724,10 +698,10 @@ int main(void)
 	test_v1_only();
 	if (!cg2_mounted() && mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
 		kt_bail("mount cgroup2 on %s: %s", CGROOT, strerror(errno));
-	cg_mkdir("pmt");
-	cg_mkdir("pmt/a");
-	cg_mkdir("pmt/a/b");
-	cg_mkdir("pmt/a/c");
+	kt_cg_mkdir("pmt");
+	kt_cg_mkdir("pmt/a");
+	kt_cg_mkdir("pmt/a/b");
+	kt_cg_mkdir("pmt/a/c");
 	kt_limits_save();
 	kt_limits_open();
 	fd = kt_open();
@@ -740,9 +714,9 @@ int main(void)
 	test_fallback_storm(fd);
 	test_bad(fd);
 	close(fd);
-	cg_rmdir("pmt/a/b");
-	cg_rmdir("pmt/a");
-	cg_rmdir("pmt");
+	kt_cg_rmdir("pmt/a/b");
+	kt_cg_rmdir("pmt/a");
+	kt_cg_rmdir("pmt");
 	kt_limits_restore();
 	kt_expect_clean("t_cgroup end");
 	return kt_done();

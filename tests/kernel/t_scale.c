@@ -35,31 +35,6 @@
 #define NCG_DEBUG	1000
 #define ROUNDS		201
 
-static int enter(const char *rel)
-{
-	char p[256];
-
-	snprintf(p, sizeof(p), CGROOT "/%s%scgroup.procs", rel, *rel ? "/" : "");
-	return kt_write(p, "0");
-}
-
-static void mk(const char *rel)
-{
-	char p[256];
-
-	snprintf(p, sizeof(p), CGROOT "/%s", rel);
-	if (mkdir(p, 0755) && errno != EEXIST)
-		kt_bail("mkdir %s: %s", p, strerror(errno));
-}
-
-static void rm(const char *rel)
-{
-	char p[256];
-
-	snprintf(p, sizeof(p), CGROOT "/%s", rel);
-	rmdir(p);
-}
-
 static int cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -97,16 +72,16 @@ static double pin_cost(int fd, char *buf, int fresh, const char *tag)
 		base = pin_once(fd, buf, "the root");
 		if (fresh) {
 			snprintf(rel, sizeof(rel), "pmts/%s%d", tag, i);
-			mk(rel);
+			kt_cg_mkdir(rel);
 		} else {
 			snprintf(rel, sizeof(rel), "pmts/known");
 		}
-		if (enter(rel))
+		if (kt_cg_enter(rel))
 			kt_bail("enter %s", rel);
 		q[i] = pin_once(fd, buf, rel) / base;
-		enter("");
+		kt_cg_enter("");
 		if (fresh)
-			rm(rel);
+			kt_cg_rmdir(rel);
 	}
 	qsort(q, ROUNDS, sizeof(q[0]), cmp);
 	return q[ROUNDS / 2];
@@ -146,12 +121,12 @@ int main(void)
 	kt_limits_save();
 	kt_limits_open();
 	fd = kt_open();
-	mk("pmts");
-	mk("pmts/known");
-	enter("pmts/known");
+	kt_cg_mkdir("pmts");
+	kt_cg_mkdir("pmts/known");
+	kt_cg_enter("pmts/known");
 	if (kt_pin_handle(fd, buf, PG, &keep))	/* keeps pmts/known's entry */
 		kt_bail("PIN in pmts/known");
-	enter("");
+	kt_cg_enter("");
 	fresh0 = pin_cost(fd, buf, 1, "a");
 	known0 = pin_cost(fd, buf, 0, "");
 	st0 = stats_cost();
@@ -159,11 +134,11 @@ int main(void)
 	t0 = kt_now();
 	for (i = 0; i < ncg; i++) {
 		snprintf(rel, sizeof(rel), "pmts/e%d", i);
-		mk(rel);
-		if (enter(rel) || kt_pin_handle(fd, buf, PG, &h))
+		kt_cg_mkdir(rel);
+		if (kt_cg_enter(rel) || kt_pin_handle(fd, buf, PG, &h))
 			kt_bail("PIN from %s", rel);
 	}
-	enter("");
+	kt_cg_enter("");
 	kt_diag("%d cgroups with a pin each made in %.1f s", ncg, kt_now() - t0);
 	fresh1 = pin_cost(fd, buf, 1, "b");
 	known1 = pin_cost(fd, buf, 0, "");
@@ -181,10 +156,10 @@ int main(void)
 	close(fd);	/* releases the regions and their entries */
 	for (i = 0; i < ncg; i++) {
 		snprintf(rel, sizeof(rel), "pmts/e%d", i);
-		rm(rel);
+		kt_cg_rmdir(rel);
 	}
-	rm("pmts/known");
-	rm("pmts");
+	kt_cg_rmdir("pmts/known");
+	kt_cg_rmdir("pmts");
 	kt_limits_restore();
 	kt_expect_clean("t_scale end");
 	return kt_done();
