@@ -1,29 +1,30 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The install rules leave the machine alone.  Run as root (as `make check`
-# is), `make install`, `make uninstall`, `make dkms-install-src` and `make
-# dkms-uninstall-src`, all with DESTDIR=<scratch>, must
-#  - keep the type, mode and owner of /dev/null, /dev/zero, /tmp and the
-#    other system paths those rules (with any PREFIX or DESTDIR) could touch,
-#    and of every node under /dev;
-#  - write, create, remove, chmod or chown nothing outside DESTDIR and the
-#    build directory: a `find -newer/-cnewer` scan of every local file
-#    system after the rules ran, against a marker made before, ignoring
-#    the build tree, /proc, /sys, /run, /tmp and /var/tmp (scratch), logs
-#    and the package and user caches, and in the checkout whatever git
-#    tracks (other people's edits, not generated files).
-# A changed mode or owner of a device node, /tmp or /var/tmp is put back
-# (so a broken rule cannot leave /dev/null unusable for every other user),
-# then the check fails.
+# The install rules leave the machine alone.  `make install`, `make
+# uninstall`, `make dkms-install-src` and `make dkms-uninstall-src`, all
+# with DESTDIR=<scratch>, run in a private mount namespace in which every
+# mount is read-only except DESTDIR, the build directory and a scratch
+# TMPDIR.  A rule that writes, creates, removes, chmods or chowns anything
+# else fails with EROFS; one that hides the failure (`-`, `|| true`) is
+# caught by its "Read-only file system" message.  Device nodes stay
+# writable (a read-only mount does not stop writes to /dev/null) but not
+# chmod-able.  Unlike a scan of what changed on the machine, this sees only
+# what the rules do, not what other programs write meanwhile (a CI log).
+# Needs root or unprivileged user namespaces (then it runs as a mapped
+# root: files it reads keep their owners' rights).
 #
 #   install-guard.sh                  the check above
+#   install-guard.sh selftest         the sandbox catches rules that write,
+#                                     chmod or remove outside DESTDIR (also
+#                                     when they ignore the error) and lets
+#                                     a good rule through
 #   install-guard.sh snapshot FILE    record the guarded paths in FILE
 #   install-guard.sh compare FILE     compare with FILE (put back and fail on
 #                                     a difference); `make check` brackets
 #                                     all its steps with these two
-# Env: MAKE, O, PINMEM_GUARD_IGNORE (more paths for the scan to ignore,
-# space-separated, shell patterns as find -path takes them).
+# Env: MAKE, O.
 set -euo pipefail
+self=$(cd "$(dirname "$0")" && pwd -P)/$(basename "$0")
 cd "$(dirname "$0")/../.."
 
 MAKE=${MAKE:-make}
@@ -64,12 +65,6 @@ snapshot() {
 		# Not following a last symbolic link (/lib on merged /usr).
 		printf '%s %s\n' "$p" "$(stat -c '%F %a %U %G %t:%T' -- "$p" 2>/dev/null || echo absent)"
 	done
-}
-
-# Every node under /dev (not the ptys) with its type, mode and owner.
-dev_tree() {
-	find /dev -xdev \( -path /dev/pts -o -path /dev/shm -o -path /dev/mqueue \) -prune \
-		-o -printf '%p %y %m %u %g\n' 2>/dev/null | sort
 }
 
 # Compare snapshot FILE with now; put back a mode or owner that changed.
@@ -118,73 +113,123 @@ compare)
 	compare "$2" || fail "system paths changed since $2 was recorded (see above)"
 	echo "$me: OK: the $(wc -l < "$2") system paths of $2 are as they were"
 	exit 0 ;;
-'') ;;
-*) fail "usage: $0 [snapshot FILE | compare FILE]" ;;
+'' | sandboxed | selftest) ;;
+*) fail "usage: $0 [snapshot FILE | compare FILE | selftest]" ;;
 esac
 
-root=$(pwd -P)
-case $O in /*) build=$O ;; *) build=$root/$O ;; esac
+# sandboxed DEST BUILD SCRATCH TARGET...: inside the mount namespace, make
+# every mount read-only, bind DEST, BUILD and SCRATCH writable over
+# themselves, then run make TARGET... with TMPDIR=SCRATCH.
+sandboxed() {
+	local dest=$1 build=$2 scratch=$3 m err bad=0 d target
+	shift 3
+	# Mount points as /proc/self/mountinfo spells them (\040 for a space,
+	# which printf %b reads as \0040).
+	while read -r m; do
+		m=$(printf '%b' "${m//\\/\\0}")
+		# (No file open for writing here: a mount with a writer stays rw.)
+		err=$(mount -o remount,bind,ro -- "$m" 2>&1) && continue
+		case $m in
+		# Where no install rule writes and a remount may be refused
+		# (a locked or special file system).
+		/proc | /proc/* | /sys | /sys/* | /dev/pts | /dev/mqueue) ;;
+		*) echo "$me: cannot make $m read-only: $err" >&2; bad=1 ;;
+		esac
+	done < <(awk '{ print $5 }' /proc/self/mountinfo)
+	[ "$bad" = 0 ] || return 1
+	for d in "$dest" "$build" "$scratch"; do
+		if ! { mount --bind -- "$d" "$d" && mount -o remount,bind,rw -- "$d"; }; then
+			echo "$me: cannot bind $d writable" >&2
+			return 1
+		fi
+	done
+	# The sandbox holds: / and the checkout refuse a new file.
+	for d in / "$PWD"; do
+		case $d/ in "$dest"/* | "$build"/* | "$scratch"/*) continue ;; esac
+		if touch "$d/.install-guard-probe" 2> /dev/null; then
+			rm -f "$d/.install-guard-probe"
+			echo "$me: $d is still writable in the sandbox" >&2
+			return 1
+		fi
+	done
+	for target; do
+		echo "$me: make $target DESTDIR=$dest"
+		if ! TMPDIR=$scratch $MAKE --no-print-directory "$target" DESTDIR="$dest" > "$scratch/make.log" 2>&1; then
+			cat "$scratch/make.log" >&2
+			echo "$me: make $target failed (a write outside DESTDIR and $build fails here with EROFS)" >&2
+			return 1
+		fi
+		if grep -i 'read-only file system' "$scratch/make.log" >&2; then
+			echo "$me: make $target tried to write outside DESTDIR and $build (above), and went on" >&2
+			return 1
+		fi
+	done
+}
+
+# In a mount namespace of our own (a mapped root's when not root).
+in_namespace() {
+	local ns
+	if [ "$(id -u)" = 0 ]; then ns=(unshare --mount --propagation private)
+	else ns=(unshare --user --map-root-user --mount --propagation private); fi
+	"${ns[@]}" true 2> "$tmp/unshare.err" ||
+		fail "cannot make a mount namespace ($(cat "$tmp/unshare.err")): run as root, or enable unprivileged user namespaces"
+	"${ns[@]}" "$@"
+}
+
+# Rules that misbehave in each way the sandbox must catch, and one that
+# does what install rules do (write DESTDIR, /dev/null, TMPDIR).
+selftest() {
+	local victim=$tmp/victim t before
+	mkdir -p "$victim" "$tmp/dest" "$tmp/scratch" "$tmp/build"
+	echo kept > "$victim/file"
+	chmod 644 "$victim/file"
+	before=$(stat -c '%a %s %Y' "$victim/file"; ls -A "$victim")
+	# (printf: a here-document would lose the recipes' tabs.)
+	printf '%s:\n\t%s\n' \
+		write "echo x >> $victim/file" \
+		create-ignored "-touch $victim/new" \
+		chmod-ignored "chmod 600 $victim/file || true" \
+		remove-ignored "rm -f $victim/file 2>&1 || true" > "$tmp/Makefile"
+	printf 'good:\n\t%s\n\t%s\n\t%s\n\t%s\n' "echo x > /dev/null" \
+		"mktemp > /dev/null" "touch $tmp/build/made" \
+		"install -D -m 644 $tmp/Makefile \$(DESTDIR)/share/pinmem/Makefile" >> "$tmp/Makefile"
+	for t in write create-ignored chmod-ignored remove-ignored; do
+		if MAKE="make -f $tmp/Makefile" in_namespace "$self" sandboxed "$tmp/dest" "$tmp/build" "$tmp/scratch" "$t" > "$tmp/out" 2>&1; then
+			cat "$tmp/out" >&2
+			fail "selftest: a rule '$t' outside DESTDIR got through"
+		fi
+		grep -q "tried to write outside\|failed (a write outside" "$tmp/out" ||
+			{ cat "$tmp/out" >&2; fail "selftest: '$t' failed, but not for the write"; }
+	done
+	[ "$(stat -c '%a %s %Y' "$victim/file"; ls -A "$victim")" = "$before" ] ||
+		fail "selftest: a rule changed $victim despite the sandbox"
+	MAKE="make -f $tmp/Makefile" in_namespace "$self" sandboxed "$tmp/dest" "$tmp/build" "$tmp/scratch" good > "$tmp/out" 2>&1 ||
+		{ cat "$tmp/out" >&2; fail "selftest: a rule writing only DESTDIR, the build directory, TMPDIR and /dev/null was refused"; }
+	if [ ! -f "$tmp/dest/share/pinmem/Makefile" ] || [ ! -f "$tmp/build/made" ]; then
+		fail "selftest: the good rule's files are missing"
+	fi
+	echo "$me: selftest OK: writing, creating (ignored), chmod (ignored) and removing (ignored) outside DESTDIR caught; DESTDIR, build, TMPDIR and /dev/null writable"
+}
+
+case ${1:-} in
+sandboxed) shift; sandboxed "$@"; exit ;;
+esac
+
 tmp=$(mktemp -d /tmp/pinmem-guard.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-dest=$tmp/dest
+if [ "${1:-}" = selftest ]; then
+	selftest
+	exit 0
+fi
 
+mkdir -p "$O"
+build=$(cd "$O" && pwd -P)
+mkdir -p "$tmp/dest" "$tmp/scratch"
 snapshot > "$tmp/paths.before"
-dev_tree > "$tmp/dev.before"
-touch "$tmp/marker"
-# Inode times come from a clock that ticks every few ms: a change in the
-# marker's own tick would not be newer than it.
-sleep 0.05
-
 rc=0
-for target in install uninstall dkms-install-src dkms-uninstall-src; do
-	echo "$me: make $target DESTDIR=$dest"
-	$MAKE --no-print-directory "$target" DESTDIR="$dest" > "$tmp/make.log" 2>&1 ||
-		{ cat "$tmp/make.log" >&2; echo "$me: make $target failed" >&2; rc=1; break; }
-done
-
-# The file systems to scan: / and whatever else is mounted under the usual
-# top-level directories (each with -xdev; /dev is compared node by node).
-roots=/
-for d in /usr /var /etc /opt /srv /home /root /boot /work; do
-	[ -d "$d" ] && mountpoint -q "$d" 2>/dev/null && roots="$roots $d"
-done
-prune=(/proc /sys /run /dev /tmp /var/tmp /var/log /var/cache /var/lib/apt
-	/var/lib/dpkg /var/lib/systemd /var/lib/dhcp /var/spool /var/mail
-	'/root/.cache' '/home/*/.cache' "$build" "$root/.git" "$dest")
-for p in ${PINMEM_GUARD_IGNORE:-}; do prune+=("$p"); done
-args=()
-for p in "${prune[@]}"; do args+=(-o -path "$p"); done
-# shellcheck disable=SC2086
-find $roots -xdev \( "${args[@]:1}" \) -prune -o \
-	\( -newer "$tmp/marker" -o -cnewer "$tmp/marker" \) -print 2>/dev/null |
-	sort -u > "$tmp/changed.all" || true
-
-# In the checkout: files git does not track (generated ones; directories
-# and tracked files change under concurrent edits, and `git status` shows
-# a rule that edits a tracked file).
-git -C "$root" ls-files -z 2>/dev/null | tr '\0' '\n' | sed "s|^|$root/|" | sort > "$tmp/tracked" || true
-while read -r f; do
-	case $f in
-	"$root" | "$root"/*)
-		[ ! -d "$f" ] || [ -L "$f" ] || continue
-		grep -qxF -- "$f" "$tmp/tracked" && continue ;;
-	esac
-	echo "$f"
-done < "$tmp/changed.all" > "$tmp/changed"
-
-if [ -s "$tmp/changed" ]; then
-	echo "$me: written, created or chmod'ed outside DESTDIR and $build:" >&2
-	sed 's/^/  /' "$tmp/changed" | head -n 40 >&2
-	rc=1
-fi
-dev_tree > "$tmp/dev.after"
-if ! cmp -s "$tmp/dev.before" "$tmp/dev.after"; then
-	echo "$me: nodes under /dev changed (type, mode, owner):" >&2
-	diff "$tmp/dev.before" "$tmp/dev.after" | grep '^[<>]' | head -n 20 >&2 || true
-	rc=1
-fi
+MAKE=$MAKE in_namespace "$self" sandboxed "$tmp/dest" "$build" "$tmp/scratch" \
+	install uninstall dkms-install-src dkms-uninstall-src || rc=1
 compare "$tmp/paths.before" || rc=1
 
 [ "$rc" = 0 ] || fail "make install/uninstall/dkms-install-src/dkms-uninstall-src DESTDIR=... touched the system (see above)"
-[ "$(id -u)" = 0 ] || echo "$me: note: not root; a rule that chmods a system path fails instead of changing it"
-echo "$me: OK: install, uninstall, dkms-install-src, dkms-uninstall-src left /dev, /tmp and the system paths as they were; nothing written outside DESTDIR and $O"
+echo "$me: OK: install, uninstall, dkms-install-src, dkms-uninstall-src wrote only DESTDIR, $O and TMPDIR, in a read-only mount namespace"
