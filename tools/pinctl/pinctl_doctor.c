@@ -7,6 +7,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,7 +32,7 @@ struct check {
 	char advice[256];
 };
 
-enum { C_MODULE, C_DEVICE, C_MEMLOCK, C_THP, C_HUGETLB, C_IOURING, C_CUDA, NR_CHECKS };
+enum { C_MODULE, C_DEVICE, C_SIGNATURE, C_MEMLOCK, C_THP, C_HUGETLB, C_IOURING, C_CUDA, NR_CHECKS };
 
 /*
  * Who "this user" is: the recorded or real /proc/self/status.  With
@@ -127,6 +128,148 @@ static void check_device(const struct pctl_env *env, struct check *ck, int dev_r
 		ADVISE(ck, "ask root for access, e.g. udev rule KERNEL==\"pinmem\", GROUP=\"pinmem\", MODE=\"0660\" and add this user to group pinmem");
 	else if (dev_ret == -ENOTTY)
 		ADVISE(ck, "the device does not answer GET_VERSION: is it the pinmem device?");
+}
+
+/*
+ * What makes this kernel refuse a module that is unsigned or signed by a key
+ * it does not trust: module.sig_enforce (CONFIG_MODULE_SIG_FORCE sets it),
+ * lockdown (which Secure Boot turns on in Debian's kernels), and Secure Boot
+ * itself.  Writes the reasons that hold into @why; returns whether any does.
+ */
+#define EFI_GLOBAL_GUID "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+static bool sig_enforced(const struct pctl_env *env, char *why, size_t len)
+{
+	char *text, *open, *close;
+	size_t n = 0, size;
+	bool on = false;
+
+	why[0] = '\0';
+	if (!pctl_read_at(env->sys_root, "module/module/parameters/sig_enforce", &text, NULL)) {
+		if (text[0] == 'Y') {
+			n += snprintf(why + n, len - n, "module.sig_enforce=1");
+			on = true;
+		}
+		free(text);
+	}
+	if (!pctl_read_at(env->sys_root, "kernel/security/lockdown", &text, NULL)) {
+		open = strchr(text, '[');
+		close = open ? strchr(open, ']') : NULL;
+		if (close && strncmp(open + 1, "none]", 5)) {
+			*close = '\0';
+			n += snprintf(why + n, n < len ? len - n : 0, "%slockdown=%s", n ? ", " : "", open + 1);
+			on = true;
+		}
+		free(text);
+	}
+	/* efivarfs: 4 bytes of attributes, then the value. */
+	if (!pctl_read_at(env->sys_root, "firmware/efi/efivars/SecureBoot-" EFI_GLOBAL_GUID, &text, &size)) {
+		if (size >= 5 && text[4] == 1) {
+			snprintf(why + n, n < len ? len - n : 0, "%sSecure Boot on", n ? ", " : "");
+			on = true;
+		}
+		free(text);
+	}
+	return on;
+}
+
+/*
+ * The last kernel log line in which the kernel refused a module for its
+ * signature (there is no module name in them; they come from
+ * module_sig_check() and lockdown), read from /dev/kmsg without blocking.
+ * Returns 0, or -errno when the log is not readable (dmesg_restrict: root).
+ */
+static const char *const sig_refusals[] = {
+	"Loading of unsigned module is rejected",
+	"Loading of module with unavailable key is rejected",
+	"Loading of module with unsupported crypto is rejected",
+	"unsigned module loading is restricted",
+};
+
+static int last_sig_refusal(const struct pctl_env *env, char *line, size_t len)
+{
+	char path[512], rec[8192];
+	ssize_t r;
+	int fd;
+
+	line[0] = '\0';
+	if (pctl_path(path, sizeof(path), env->dev_root, "kmsg"))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/*
+	 * /dev/kmsg returns one record per read ("prio,seq,usec,flags;text\n"
+	 * plus continuation lines); EPIPE: records were overwritten meanwhile,
+	 * EAGAIN: the end.  A recorded file gives whole lines of the same form.
+	 */
+	for (;;) {
+		r = read(fd, rec, sizeof(rec) - 1);
+		if (r < 0 && errno == EPIPE)
+			continue;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		rec[r] = '\0';
+		for (char *l = rec, *next; l && *l; l = next) {
+			char *text;
+
+			next = strchr(l, '\n');
+			if (next)
+				*next++ = '\0';
+			text = strchr(l, ';');
+			text = text ? text + 1 : l;
+			for (size_t i = 0; i < sizeof(sig_refusals) / sizeof(sig_refusals[0]); i++) {
+				size_t n = strnlen(text, len - 1);
+
+				if (!strstr(text, sig_refusals[i]))
+					continue;
+				memcpy(line, text, n);
+				line[n] = '\0';
+			}
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+#define SIG_ADVICE "enroll the key DKMS signs with: sudo mokutil --import /var/lib/dkms/mok.pub, reboot and confirm in MokManager, then sudo modprobe pinmem"
+
+static void check_signature(const struct pctl_env *env, struct check *ck, bool loaded)
+{
+	char why[128], line[256], *taint;
+	bool enforced = sig_enforced(env, why, sizeof(why));
+	bool unsigned_loaded = false;
+	int ret;
+
+	if (loaded) {
+		if (!pctl_read_at(env->sys_root, "module/pinmem/taint", &taint, NULL)) {
+			unsigned_loaded = strchr(taint, 'E') != NULL;
+			free(taint);
+		}
+		if (unsigned_loaded) {
+			SET(ck, CK_WARN, "pinmem.ko is unsigned or signed by a key this kernel does not trust (taint E): with Secure Boot on, a kernel refuses it");
+			ADVISE(ck, "reinstall with DKMS, which signs with /var/lib/dkms/mok.key, and enroll that key: sudo mokutil --import /var/lib/dkms/mok.pub, then reboot and confirm in MokManager");
+		} else if (enforced) {
+			SET(ck, CK_OK, "module signatures enforced (%s); pinmem.ko's was accepted", why);
+		} else {
+			SET(ck, CK_OK, "module signatures not enforced on this kernel");
+		}
+		return;
+	}
+	ret = last_sig_refusal(env, line, sizeof(line));
+	if (line[0]) {
+		SET(ck, CK_FAIL, "the kernel refused a module for its signature (log: \"%s\")%s%s", line,
+		    enforced ? "; enforced by " : "", why);
+		ADVISE(ck, "%s", SIG_ADVICE);
+	} else if (enforced) {
+		SET(ck, CK_INFO, "this kernel loads only modules signed by a key it trusts (%s); DKMS signs pinmem.ko with /var/lib/dkms/mok.key%s",
+		    why, ret == -EPERM || ret == -EACCES ? " (run as root to see a refusal in the kernel log)" : "");
+		ADVISE(ck, "check the key is enrolled: mokutil --test-key /var/lib/dkms/mok.pub");
+	} else {
+		SET(ck, CK_OK, "module signatures not enforced on this kernel");
+	}
 }
 
 /*
@@ -343,7 +486,7 @@ static void print_json(FILE *f, const struct check *c, int n)
 int pctl_cmd_doctor(const struct pctl_env *env, int argc, char **argv)
 {
 	static const char *const names[NR_CHECKS] = {
-		"module", "device", "memlock", "thp", "hugetlb", "io_uring", "cuda",
+		"module", "device", "signature", "memlock", "thp", "hugetlb", "io_uring", "cuda",
 	};
 	struct check ck[NR_CHECKS];
 	struct pctl_snapshot snap;
@@ -370,6 +513,7 @@ int pctl_cmd_doctor(const struct pctl_env *env, int argc, char **argv)
 	check_module(env, &ck[C_MODULE], dev_ret, maj, min, &snap, snap_ret, why);
 	check_device(env, &ck[C_DEVICE], dev_ret, ck[C_MODULE].status != CK_FAIL ||
 		     dev_ret != -ENOENT, &self);
+	check_signature(env, &ck[C_SIGNATURE], ck[C_MODULE].status != CK_FAIL);
 	check_memlock(env, &ck[C_MEMLOCK], &snap, &self);
 	check_thp(env, &ck[C_THP]);
 	check_hugetlb(env, &ck[C_HUGETLB]);

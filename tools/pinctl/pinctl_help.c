@@ -153,6 +153,8 @@ void pctl_help_doctor(FILE *f)
 	      "Check what stops this user from pinning, and say what to do:\n"
 	      "  module   pinmem loaded, ABI compatible with this pinctl\n"
 	      "  device   /dev/pinmem exists and this user may open it\n"
+	      "  signature module signatures: enforced (Secure Boot, lockdown,\n"
+	      "           module.sig_enforce), and refused or missing on pinmem.ko\n"
 	      "  memlock  RLIMIT_MEMLOCK of this shell against the pinmem budgets\n"
 	      "  thp      transparent huge pages mode\n"
 	      "  hugetlb  reserved hugetlb pages\n"
