@@ -60,6 +60,16 @@
  * A plain pm_stream_release() says the consumer is done with the slot now,
  * which is right only for host consumers or after a synchronisation.
  *
+ * Files: up to 4096 (and half the open-files limit) are opened at create,
+ * each kept open.  More are opened as they are read, into a bounded io_uring
+ * table, with O_DIRECT where their file system allows it (the alignment is
+ * learned per device at create; a file whose O_DIRECT open or read is
+ * refused all the same is read buffered, pm_stream_file's note says why).
+ * A file opened as it is read must be the file create saw: one whose device
+ * or inode differ (renamed over), or whose size or modification time differ
+ * from its first open's, fails its items with -ESTALE, the sentence naming
+ * its path.
+ *
  * Errors: calls return 0 or a negative errno.  pm_stream_create records its
  * failure sentence in pm_ctx_last_error(); a failed batch's sentence (naming
  * the item, its file, offset and length, and the errno) is pm_stream_error().

@@ -224,6 +224,82 @@ static void populate_done(struct lane *l, struct pm_read *rd, int res)
 	sl->populating--;
 }
 
+/*
+ * A read of a lazily opened file completed (res): check that the file it
+ * opened is the one create saw (*res becomes -ESTALE, the item failed with
+ * the sentence, if not), and give the table entry back.  True when O_DIRECT
+ * was refused (-EINVAL): the read is queued again on l->retry, to be read
+ * buffered in the places planned for O_DIRECT.
+ */
+static bool lazy_done(struct lane *l, struct pm_read *rd, int *res)
+{
+	struct pm_stream *s = l->s;
+	struct slot *sl = rd->owner;
+	uint32_t id = sl->items[rd->owner_item].path_id;
+	bool drop = rd->open_err != 0, retry;
+	char why[256];
+	int ret = 0;
+
+	/* the table is shared by the lanes */
+	pthread_mutex_lock(&s->lock);
+	if (rd->opened && !rd->open_err) {
+		ret = pm_sfiles_check(&s->fs, id, &rd->stx, why, sizeof(why));
+		drop |= ret != 0;
+	}
+	retry = !ret && *res == -EINVAL && rd->align && s->o.direct != PM_DIRECT_ON;
+	if (retry) {
+		pm_sfiles_direct_refused(&s->fs, id, *res);
+		drop = true;
+	}
+	pm_sfiles_put(&s->fs, (uint32_t)(l - s->lanes), (uint32_t)rd->fd, id, drop);
+	if (retry) {
+		rd->next = l->retry;
+		l->retry = rd;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (ret) {
+		item_fail(s, sl, rd->owner_item, ret, "%s", why);
+		*res = ret;
+	}
+	return retry;
+}
+
+/*
+ * Queue again the reads whose O_DIRECT was refused, buffered (s->lock
+ * held); true when one must wait for a table entry.  Stopping fails them.
+ */
+static bool retry_reads(struct pm_stream *s, struct lane *l)
+{
+	while (l->retry) {
+		struct pm_read *rd = l->retry;
+		struct slot *sl = rd->owner;
+		uint32_t id = sl->items[rd->owner_item].path_id;
+		bool open;
+		int fd;
+
+		if (stopping(s)) {
+			l->retry = rd->next;
+			item_fail(s, sl, rd->owner_item, -ECANCELED, "stream stopped");
+			rd->next = l->free_reads;
+			l->free_reads = rd;
+			if (!--sl->pending && sl->issued)
+				batch_finish(s, sl, true);
+			continue;
+		}
+		fd = pm_sfiles_get(&s->fs, (uint32_t)(l - s->lanes), id, &open);
+		if (fd < 0)
+			return true;
+		l->retry = rd->next;
+		rd->fd = fd;
+		rd->open_path = open ? s->m->paths[id] : NULL;
+		rd->opened = false;
+		rd->open_err = 0;
+		rd->align = s->fs.f[id].align;
+		pm_reader_queue(&l->rd, rd);
+	}
+	return false;
+}
+
 static void read_done(void *arg, struct pm_read *rd, int res)
 {
 	struct lane *l = arg;
@@ -237,15 +313,12 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 		l->free_reads = rd;
 		return;
 	}
-	if (s->fs.lazy) {
-		/* the table is shared by the lanes */
-		pthread_mutex_lock(&s->lock);
-		pm_sfiles_put(&s->fs, sl->items[rd->owner_item].path_id, rd->open_err != 0);
-		pthread_mutex_unlock(&s->lock);
-	}
+	if (s->fs.lazy && lazy_done(l, rd, &res))
+		return;		/* queued again, buffered */
 	if (res) {
 		const struct pm_batch_item *it = &sl->items[rd->owner_item];
 
+		/* a changed file was named by lazy_done: the first failure names the batch */
 		if (rd->open_err)
 			item_fail(s, sl, rd->owner_item, res, "cannot open the file");
 		else if (res == -ENODATA)
@@ -519,6 +592,7 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	rd->open_path = open ? s->m->paths[it->path_id] : NULL;
 	rd->open_dir = s->fs.cwd;
 	rd->open_err = 0;
+	rd->opened = false;
 	rd->buf_index = l->buf_index[sl->b.slot];
 	rd->align = f->align;
 	rd->off = pl->read_off + sl->next_rel;
@@ -676,7 +750,9 @@ static void *lane_main(void *arg)
 		return NULL;
 	}
 	for (;;) {
-		bool blocked = fill(s, l);
+		bool blocked = retry_reads(s, l);
+
+		blocked |= fill(s, l);
 
 		if (l->ra) {
 			struct slot *sl = l->ra;
@@ -746,11 +822,9 @@ static void *lane_main(void *arg)
 	return NULL;
 }
 
-/* Whether any file is read through the page cache (every lazy one is). */
+/* Whether any file is read through the page cache. */
 static bool buffered_files(const struct pm_stream *s)
 {
-	if (s->fs.lazy)
-		return true;
 	for (uint32_t i = 0; i < s->fs.n; i++)
 		if (!s->fs.f[i].align && !s->fs.f[i].open_err)
 			return true;

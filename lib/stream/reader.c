@@ -50,11 +50,12 @@ int pm_reader_init(struct pm_reader *r, unsigned int qd)
 		struct io_uring_params p = { .flags = tries[i] };
 
 		/*
-		 * Room for every read and the open linked before it: the
-		 * caller queues under its lock and submits (inline reads copy)
-		 * outside it, so queueing must never have to submit.
+		 * Room for every read and the statx and open linked before
+		 * it: the caller queues under its lock and submits (inline
+		 * reads copy) outside it, so queueing must never have to
+		 * submit.
 		 */
-		ret = io_uring_queue_init_params(2 * qd, &r->ring, &p);
+		ret = io_uring_queue_init_params(3 * qd, &r->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
@@ -137,20 +138,34 @@ void pm_reader_queue(struct pm_reader *r, struct pm_read *rd)
 	char *dst = rd->dst + rd->done;
 	uint32_t len = rd->len - rd->done;
 
-	/* the ring has 2 * qd entries, a read and its open for each: full only if misused */
-	if (io_uring_sq_space_left(&r->ring) < (rd->open_path ? 2u : 1u)) {
+	/* the ring has 3 * qd entries, a read, its statx and open for each: full only if misused */
+	if (io_uring_sq_space_left(&r->ring) < (rd->open_path ? 3u : 1u)) {
 		io_uring_submit(&r->ring);
 		r->queued = 0;
 	}
 	if (rd->open_path) {
+		/*
+		 * What the path is just before it is opened, for the caller
+		 * to tell whether it is still the file it planned for (a
+		 * statx by path: the open cannot be asked, a direct
+		 * descriptor has no fstat).
+		 */
+		sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_statx(sqe, rd->open_dir, rd->open_path, 0, STATX_BASIC_STATS,
+				    &rd->stx);
+		sqe->flags |= IOSQE_IO_LINK | (r->cqe_skip ? IOSQE_CQE_SKIP_SUCCESS : 0);
+		io_uring_sqe_set_data(sqe, (char *)rd + OPEN_TAG);
+		r->queued++;
 		sqe = io_uring_get_sqe(&r->ring);
 		/* a direct descriptor: no fd used, the read finds it by index once it is open */
-		io_uring_prep_openat_direct(sqe, rd->open_dir, rd->open_path, O_RDONLY, 0,
+		io_uring_prep_openat_direct(sqe, rd->open_dir, rd->open_path,
+					    O_RDONLY | (rd->align ? O_DIRECT : 0), 0,
 					    (unsigned int)rd->fd);
 		sqe->flags |= IOSQE_IO_LINK | (r->cqe_skip ? IOSQE_CQE_SKIP_SUCCESS : 0);
 		io_uring_sqe_set_data(sqe, (char *)rd + OPEN_TAG);
 		rd->open_path = NULL;
 		rd->open_err = 0;
+		rd->opened = true;
 		r->queued++;
 	}
 	sqe = io_uring_get_sqe(&r->ring);
@@ -237,7 +252,8 @@ int pm_reader_reap(struct pm_reader *r, pm_read_done_fn done, void *arg)
 
 		n++;
 		if (ud & OPEN_TAG) {
-			if (cqe->res >= 0)
+			/* without CQE_SKIP the open's -ECANCELED follows a failed statx */
+			if (cqe->res >= 0 || rd->open_err)
 				continue;
 			rd->open_err = cqe->res;
 			/*

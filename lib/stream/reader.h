@@ -11,6 +11,7 @@
 #include <liburing.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 struct pm_buf;
 
@@ -18,9 +19,11 @@ struct pm_buf;
 struct pm_read {
 	int fd;			/* file descriptor, or registered index when fixed_file */
 	bool fixed_file;
-	const char *open_path;	/* open this path into table entry fd first (linked; fixed_file) */
+	const char *open_path;	/* statx, then open this path into table entry fd first (linked; fixed_file; O_DIRECT with align) */
 	int open_dir;		/* the directory a relative open_path is opened in */
-	int open_err;		/* -errno of that open when it failed */
+	int open_err;		/* -errno of that statx or open when it failed */
+	bool opened;		/* it was opened for this read: stx is the path's statx just before */
+	struct statx stx;
 	int buf_index;		/* registered buffer, -1: plain read */
 	uint32_t align;		/* O_DIRECT alignment, 0 for buffered reads */
 	uint64_t off;		/* file offset of byte 0 of the read */

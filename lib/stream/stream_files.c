@@ -105,6 +105,39 @@ static int clear_nonblock(int fd)
 	return 0;
 }
 
+/*
+ * O_DIRECT alignment of the file fd (opened with or without O_DIRECT) from
+ * its statx (DIOALIGN where the kernel has it, else its block size); 0 with
+ * the reason in *nt when it cannot be read with O_DIRECT.
+ */
+static uint32_t stx_align(struct pm_stream_files *fs, int fd, const struct statx *stx,
+			  uint8_t *nt)
+{
+	struct statfs sfs;
+	uint32_t a;
+
+	if (S_ISREG(stx->stx_mode) && fstatfs(fd, &sfs) == 0 &&
+	    (sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC)) {
+		*nt = note(fs, "buffered: pseudo file system");
+		return 0;
+	}
+	if ((stx->stx_mask & STATX_DIOALIGN) && !stx->stx_dio_offset_align) {
+		*nt = note(fs, "buffered: the file system has no O_DIRECT for it (statx DIOALIGN)");
+		return 0;
+	}
+	if (stx->stx_mask & STATX_DIOALIGN)
+		a = stx->stx_dio_offset_align > stx->stx_dio_mem_align ?
+		    stx->stx_dio_offset_align : stx->stx_dio_mem_align;
+	else
+		a = stx->stx_blksize ? stx->stx_blksize : 4096;
+	if (a & (a - 1) || a > (1u << 20)) {
+		*nt = note(fs, "buffered: O_DIRECT alignment %u is not usable", a);
+		return 0;
+	}
+	*nt = note(fs, "%s", "");
+	return a < 512 ? 512 : a;
+}
+
 static int open_one(struct pm_stream_files *fs, uint32_t id, int direct,
 		    char *err, size_t errlen)
 {
@@ -112,7 +145,8 @@ static int open_one(struct pm_stream_files *fs, uint32_t id, int direct,
 	const char *path = fs->m->paths[id];
 	struct statx stx;
 	struct statfs sfs;
-	int fd, ret;
+	uint32_t a;
+	int fd, dfd, ret;
 
 	fd = open_nowait(path, 0);
 	if (fd < 0) {
@@ -146,36 +180,19 @@ static int open_one(struct pm_stream_files *fs, uint32_t id, int direct,
 		f->note = note(fs, "buffered: O_DIRECT turned off");
 		return 0;
 	}
-	if (!f->size_known && S_ISREG(stx.stx_mode)) {
-		f->note = note(fs, "buffered: pseudo file system");
-	} else if ((stx.stx_mask & STATX_DIOALIGN) && !stx.stx_dio_offset_align) {
-		f->note = note(fs, "buffered: the file system has no O_DIRECT for it (statx DIOALIGN)");
-	} else {
-		uint32_t a;
-		int dfd;
-
-		if (stx.stx_mask & STATX_DIOALIGN)
-			a = stx.stx_dio_offset_align > stx.stx_dio_mem_align ?
-			    stx.stx_dio_offset_align : stx.stx_dio_mem_align;
-		else
-			a = stx.stx_blksize ? stx.stx_blksize : 4096;
-		if (a & (a - 1) || a > (1u << 20)) {
-			f->note = note(fs, "buffered: O_DIRECT alignment %u is not usable", a);
+	a = stx_align(fs, fd, &stx, &f->note);
+	if (a) {
+		dfd = open_nowait(path, O_DIRECT);
+		if (dfd >= 0 && clear_nonblock(dfd)) {
+			close(dfd);
+			dfd = -errno;
+		}
+		if (dfd < 0) {
+			f->note = note(fs, "buffered: O_DIRECT open failed: %s", strerror(-dfd));
 		} else {
-			dfd = open_nowait(path, O_DIRECT);
-			if (dfd >= 0 && clear_nonblock(dfd)) {
-				close(dfd);
-				dfd = -errno;
-			}
-			if (dfd < 0) {
-				f->note = note(fs, "buffered: O_DIRECT open failed: %s",
-					       strerror(-dfd));
-			} else {
-				close(fd);
-				f->fd = dfd;
-				f->align = a < 512 ? 512 : a;
-				f->note = note(fs, "%s", "");
-			}
+			close(fd);
+			f->fd = dfd;
+			f->align = a;
 		}
 	}
 	if (!f->align && direct == PM_DIRECT_ON) {
@@ -186,6 +203,27 @@ static int open_one(struct pm_stream_files *fs, uint32_t id, int direct,
 	return 0;
 }
 
+static uint64_t stx_dev(const struct statx *stx)
+{
+	return (uint64_t)stx->stx_dev_major << 32 | stx->stx_dev_minor;
+}
+
+static int fstatx_dir(int fd, struct statx *stx)
+{
+	return statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_INO, stx) ? -errno : 0;
+}
+
+/* Record what a statx of a lazily opened file says it is. */
+static void stat_record(struct pm_sfile *f, const struct statx *stx)
+{
+	f->dev = stx_dev(stx);
+	f->ino = stx->stx_ino;
+	f->size = stx->stx_size;
+	f->mtime_s = stx->stx_mtime.tv_sec;
+	f->mtime_ns = stx->stx_mtime.tv_nsec;
+	f->stat_known = true;
+}
+
 /* Lazy: only what statx tells; the file is opened by its reads. */
 static int check_one(struct pm_stream_files *fs, uint32_t id, char *err, size_t errlen)
 {
@@ -194,7 +232,7 @@ static int check_one(struct pm_stream_files *fs, uint32_t id, char *err, size_t 
 	struct statx stx;
 	int ret;
 
-	if (statx(fs->cwd, path, 0, STATX_TYPE | STATX_SIZE, &stx)) {
+	if (statx(fs->cwd, path, 0, STATX_BASIC_STATS, &stx)) {
 		ret = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
 		return ret;
@@ -204,8 +242,68 @@ static int check_one(struct pm_stream_files *fs, uint32_t id, char *err, size_t 
 		return ret;
 	/* procfs and sysfs files say 0 whatever they hold: a 0 is not checked (statfs per path costs too much) */
 	f->size_known = S_ISREG(stx.stx_mode) && stx.stx_size;
+	if (S_ISREG(stx.stx_mode))
+		stat_record(f, &stx);
 	f->size = stx.stx_size;
 	return 0;
+}
+
+/*
+ * Lazy: the O_DIRECT alignment of one file of a device, learned by opening
+ * it with O_DIRECT; *cache: whether the answer holds for its whole device
+ * (not when the open failed for a reason of this file's own).
+ */
+static uint32_t probe_align(struct pm_stream_files *fs, uint32_t id, uint8_t *nt,
+			    bool *cache)
+{
+	const char *path = fs->m->paths[id];
+	struct statx stx;
+	uint32_t a = 0;
+	int dfd;
+
+	fs->probes++;
+	*cache = true;
+	dfd = openat(fs->cwd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_DIRECT);
+	if (dfd < 0) {
+		*cache = errno == EINVAL;	/* the file system refuses O_DIRECT */
+		*nt = note(fs, "buffered: O_DIRECT open failed: %s", strerror(errno));
+		return 0;
+	}
+	if (statx(dfd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_DIOALIGN, &stx))
+		*nt = note(fs, "buffered: statx: %s", strerror(errno));
+	else
+		a = stx_align(fs, dfd, &stx, nt);
+	close(dfd);
+	return a;
+}
+
+/* Lazy: how path id is read, from what its device allows (learned once per device). */
+static void lazy_align(struct pm_stream_files *fs, uint32_t id, int direct)
+{
+	struct pm_sfile *f = &fs->f[id];
+	struct pm_sdev *d;
+	bool cache;
+
+	if (f->open_err)
+		return;
+	if (direct == PM_DIRECT_OFF) {
+		f->note = note(fs, "buffered: O_DIRECT turned off");
+		return;
+	}
+	for (uint32_t k = 0; f->dev && k < fs->ndevs; k++) {
+		if (fs->devs[k].dev == f->dev) {
+			f->align = fs->devs[k].align;
+			f->note = fs->devs[k].note;
+			return;
+		}
+	}
+	f->align = probe_align(fs, id, &f->note, &cache);
+	if (!f->dev || !cache || fs->ndevs == PM_SFILE_DEVS)
+		return;		/* more devices than that: each file is probed */
+	d = &fs->devs[fs->ndevs++];
+	d->dev = f->dev;
+	d->align = f->align;
+	d->note = f->note;
 }
 
 /*
@@ -222,8 +320,6 @@ static int keep(struct pm_stream_files *fs, uint32_t id, int ret, bool skip)
 	f->open_err = ret;
 	if (ret)
 		f->note = note(fs, "cannot open: %s", strerror(-ret));
-	else if (fs->lazy)
-		f->note = fs->lazy_note;
 	fs->align[id] = f->align;
 	return 0;
 }
@@ -232,50 +328,96 @@ static int keep(struct pm_stream_files *fs, uint32_t id, int ret, bool skip)
 struct dirset {
 	const char **p;		/* into the manifest's paths */
 	uint32_t *len;
+	uint64_t *dev;		/* the directory's device, 0: unknown */
+	bool *ino_ok;		/* its listing's inode numbers are statx's */
 	uint32_t size, n;	/* size: power of two, > 2 * n */
 };
 
-/* Add p[0..len); false when it was there already or on no memory (then every path is statx'ed). */
-static bool dirset_add(struct dirset *d, const char *p, uint32_t len)
+static void dirset_free(struct dirset *d)
+{
+	free(d->p);
+	free(d->len);
+	free(d->dev);
+	free(d->ino_ok);
+}
+
+/*
+ * The slot of p[0..len), added when not there (*added); -1 on no memory
+ * (then every path is statx'ed).
+ */
+static int dirset_slot(struct dirset *d, const char *p, uint32_t len, bool *added)
 {
 	uint32_t h = 2166136261u, i;
 
+	*added = false;
 	if (2 * (d->n + 1) >= d->size) {
 		struct dirset g = { .size = d->size ? d->size * 2 : 64 };
+		bool dummy;
 
 		g.p = calloc(g.size, sizeof(*g.p));
 		g.len = calloc(g.size, sizeof(*g.len));
-		if (!g.p || !g.len) {
-			free(g.p);
-			free(g.len);
-			return false;
+		g.dev = calloc(g.size, sizeof(*g.dev));
+		g.ino_ok = calloc(g.size, sizeof(*g.ino_ok));
+		if (!g.p || !g.len || !g.dev || !g.ino_ok) {
+			dirset_free(&g);
+			return -1;
 		}
-		for (uint32_t k = 0; k < d->size; k++)
-			if (d->p[k])
-				dirset_add(&g, d->p[k], d->len[k]);
-		free(d->p);
-		free(d->len);
+		for (uint32_t k = 0; k < d->size; k++) {
+			if (d->p[k]) {
+				int j = dirset_slot(&g, d->p[k], d->len[k], &dummy);
+
+				g.dev[j] = d->dev[k];
+				g.ino_ok[j] = d->ino_ok[k];
+			}
+		}
+		dirset_free(d);
 		*d = g;
 	}
 	for (uint32_t k = 0; k < len; k++)
 		h = (h ^ (unsigned char)p[k]) * 16777619u;
 	for (i = h & (d->size - 1); d->p[i]; i = (i + 1) & (d->size - 1))
 		if (d->len[i] == len && !memcmp(d->p[i], p, len))
-			return false;
+			return (int)i;
 	d->p[i] = p;
 	d->len[i] = len;
 	d->n++;
-	return true;
+	*added = true;
+	return (int)i;
 }
 
-/* Note the d_type of every manifest path listed in the directory prefix[0..len). */
+/*
+ * File systems whose directory listing gives the inode number statx gives
+ * (overlayfs, for one, may not): there a listing tells a file's identity.
+ */
+static bool listing_inodes(long type)
+{
+	switch (type) {
+	case 0xEF53:		/* ext2/3/4 */
+	case 0x58465342:	/* xfs */
+	case 0x9123683E:	/* btrfs */
+	case 0x01021994:	/* tmpfs */
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Note the d_type and inode of every manifest path listed in the directory
+ * prefix[0..len), and the directory's device (*dev, 0: unknown) and whether
+ * the inodes are statx's (*ino_ok).
+ */
 static void list_dir(struct pm_stream_files *fs, const char *prefix, size_t len,
-		     uint8_t *dtype)
+		     uint8_t *dtype, uint64_t *ino, uint64_t *dev, bool *ino_ok)
 {
 	char path[PATH_MAX];
+	struct statx stx;
+	struct statfs sfs;
 	struct dirent *de;
 	DIR *d;
 
+	*dev = 0;
+	*ino_ok = false;
 	if (len >= sizeof(path))
 		return;
 	memcpy(path, prefix, len);
@@ -283,6 +425,10 @@ static void list_dir(struct pm_stream_files *fs, const char *prefix, size_t len,
 	d = opendir(len ? path : ".");
 	if (!d)
 		return;		/* its paths are statx'ed, which names the error */
+	if (!fstatx_dir(dirfd(d), &stx) && !fstatfs(dirfd(d), &sfs)) {
+		*dev = stx_dev(&stx);
+		*ino_ok = listing_inodes((long)sfs.f_type);
+	}
 	while ((de = readdir(d))) {
 		size_t nl = strlen(de->d_name);
 		uint32_t id;
@@ -291,45 +437,63 @@ static void list_dir(struct pm_stream_files *fs, const char *prefix, size_t len,
 		if (de->d_type == DT_UNKNOWN || de->d_type == DT_LNK || len + nl >= sizeof(path))
 			continue;
 		memcpy(path + len, de->d_name, nl);
-		if (!pm_manifest_find(fs->m, path, len + nl, &id))
+		if (!pm_manifest_find(fs->m, path, len + nl, &id)) {
 			dtype[id] = de->d_type;
+			ino[id] = de->d_ino;
+		}
 	}
 	closedir(d);
 }
 
 /*
- * Lazy: the type of every path, from its directory's listing where it can
- * (getdents gives d_type for a whole directory at once; a statx per path
- * costs ~13 us on a small VM, 2.6 s for 200,000 files), else statx.
+ * Lazy: the type and identity of every path, from its directory's listing
+ * where it can (getdents gives d_type and d_ino for a whole directory at
+ * once; a statx per path costs ~6-13 us on a small VM, 2.6 s for 200,000
+ * files), else statx; and how each is read (lazy_align).
  */
-static int check_lazy(struct pm_stream_files *fs, bool skip, char *err, size_t errlen)
+static int check_lazy(struct pm_stream_files *fs, int direct, bool skip,
+		      char *err, size_t errlen)
 {
 	uint8_t *dtype = calloc(fs->n, 1);
+	uint64_t *ino = calloc(fs->n, sizeof(*ino));
 	struct dirset dirs = { 0 };
 	int ret = 0;
 
-	fs->lazy_note = note(fs, "buffered: opened when read (%u files, at most %u open at once)",
-			     fs->n, fs->table);
-	for (uint32_t i = 0; dtype && i < fs->n; i++) {
-		const char *p = fs->m->paths[i], *slash = strrchr(p, '/');
-		uint32_t len = slash ? (uint32_t)(slash - p + 1) : 0;
-
-		if (!dtype[i] && dirset_add(&dirs, p, len))
-			list_dir(fs, p, len, dtype);
+	if (!ino) {
+		free(dtype);
+		dtype = NULL;	/* every path is statx'ed */
 	}
 	for (uint32_t i = 0; i < fs->n; i++) {
-		if (dtype && dtype[i] == DT_REG)
-			ret = 0;	/* size unknown: a read past the end fails then */
-		else if (dtype && dtype[i] && dtype[i] != DT_BLK)
-			ret = check_type(fs->m->paths[i], DTTOIF(dtype[i]), err, errlen);
-		else
+		const char *p = fs->m->paths[i], *slash = strrchr(p, '/');
+		uint32_t len = slash ? (uint32_t)(slash - p + 1) : 0;
+		bool added;
+		int k = dtype ? dirset_slot(&dirs, p, len, &added) : -1;
+
+		if (k >= 0 && added) {
+			list_dir(fs, p, len, dtype, ino, &dirs.dev[k], &dirs.ino_ok[k]);
+		}
+		if (k >= 0 && dtype[i] == DT_REG && ino[i] && dirs.ino_ok[k] && dirs.dev[k]) {
+			fs->f[i].dev = dirs.dev[k];
+			fs->f[i].ino = ino[i];
+			ret = 0;	/* size unknown until the first open */
+		} else if (k >= 0 && dtype[i] && dtype[i] != DT_BLK && dtype[i] != DT_REG) {
+			ret = check_type(p, DTTOIF(dtype[i]), err, errlen);
+		} else {
 			ret = check_one(fs, i, err, errlen);
+		}
+		if (!ret)
+			lazy_align(fs, i, direct);
 		ret = keep(fs, i, ret, skip);
+		if (!ret && !fs->f[i].align && direct == PM_DIRECT_ON && !fs->f[i].open_err) {
+			snprintf(err, errlen, "%s: O_DIRECT asked for but not possible: %s",
+				 p, fs->notes[fs->f[i].note] + strlen("buffered: "));
+			ret = -EINVAL;
+		}
 		if (ret)
 			break;
 	}
-	free(dirs.p);
-	free(dirs.len);
+	dirset_free(&dirs);
+	free(ino);
 	free(dtype);
 	return ret;
 }
@@ -378,12 +542,6 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		fs->table = fs->n < TABLE_MAX ? fs->n : TABLE_MAX;
 		if (fs->table > nofile / 2)
 			fs->table = nofile / 2 > 8 ? nofile / 2 : 8;
-		if (direct == PM_DIRECT_ON) {
-			snprintf(err, errlen,
-				 "O_DIRECT asked for, but %u files are opened as they are read (more than %u), and those are read buffered",
-				 fs->n, fs->n > EAGER_MAX ? EAGER_MAX : nofile / 2);
-			return -EINVAL;
-		}
 		fs->entries = calloc(fs->table, sizeof(*fs->entries));
 		if (!fs->entries) {
 			snprintf(err, errlen, "no memory for a table of %u files", fs->table);
@@ -392,7 +550,7 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		pm_sfiles_parts(fs, 1);
 	}
 	if (fs->lazy)
-		return check_lazy(fs, skip, err, errlen);
+		return check_lazy(fs, direct, skip, err, errlen);
 	for (uint32_t i = 0; i < fs->n; i++) {
 		ret = keep(fs, i, open_one(fs, i, direct, err, errlen), skip);
 		if (ret)
@@ -417,8 +575,9 @@ int pm_sfiles_cap_align(struct pm_stream_files *fs, uint32_t max, bool direct_on
 				 fs->m->paths[i], a, max);
 			return -EINVAL;
 		}
-		fl = fcntl(f->fd, F_GETFL);
-		if (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+		/* a lazily opened file is opened by its reads, without O_DIRECT now */
+		fl = fs->lazy ? 0 : fcntl(f->fd, F_GETFL);
+		if (!fs->lazy && (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0)) {
 			int ret = -errno;
 
 			snprintf(err, errlen, "%s: fcntl: %s", fs->m->paths[i], strerror(-ret));
@@ -591,24 +750,66 @@ int pm_sfiles_get(struct pm_stream_files *fs, uint32_t part, uint32_t id, bool *
 	return (int)(e - pt->base);
 }
 
-void pm_sfiles_put(struct pm_stream_files *fs, uint32_t id, bool open_failed)
+void pm_sfiles_put(struct pm_stream_files *fs, uint32_t part, uint32_t index,
+		   uint32_t id, bool drop)
 {
+	uint32_t e = fs->parts[part].base + index;
+	struct pm_fentry *x = &fs->entries[e];
 	struct pm_sfile *f = &fs->f[id];
-	struct pm_fentry *x;
-	uint32_t e;
 
-	if (f->entry < 0)
-		return;
-	e = (uint32_t)f->entry;
-	x = &fs->entries[e];
-	x->opening = false;
-	if (open_failed) {
-		/* no other read of it was issued: they wait for the open */
+	if (x->path == id && x->opening)
+		x->opening = false;	/* this read opened it: the others may go */
+	if (drop && x->path == id) {
+		/* reads still in flight on it finish there; no new one starts */
 		f->entry = -1;
 		x->path = NONE;
 	}
 	if (!--x->refs)
 		lru_add(fs, e, x->path == NONE);
+}
+
+int pm_sfiles_check(struct pm_stream_files *fs, uint32_t id, const struct statx *stx,
+		    char *err, size_t errlen)
+{
+	struct pm_sfile *f = &fs->f[id];
+	uint64_t dev = stx_dev(stx);
+
+	if (f->ino && (f->dev != dev || f->ino != stx->stx_ino)) {
+		snprintf(err, errlen,
+			 "replaced since the stream was created (device %llu:%llu inode %llu then, %llu:%llu inode %llu now)",
+			 (unsigned long long)(f->dev >> 32),
+			 (unsigned long long)(f->dev & 0xffffffffu), (unsigned long long)f->ino,
+			 (unsigned long long)stx->stx_dev_major,
+			 (unsigned long long)stx->stx_dev_minor,
+			 (unsigned long long)stx->stx_ino);
+		return -ESTALE;
+	}
+	if (!f->stat_known) {
+		stat_record(f, stx);
+		f->size_known = true;
+		return 0;
+	}
+	if (f->size != stx->stx_size || f->mtime_s != stx->stx_mtime.tv_sec ||
+	    f->mtime_ns != stx->stx_mtime.tv_nsec) {
+		snprintf(err, errlen,
+			 "changed since the stream first saw it (%llu bytes modified at %lld.%09u then, %llu bytes modified at %lld.%09u now)",
+			 (unsigned long long)f->size, (long long)f->mtime_s, f->mtime_ns,
+			 (unsigned long long)stx->stx_size, (long long)stx->stx_mtime.tv_sec,
+			 stx->stx_mtime.tv_nsec);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+void pm_sfiles_direct_refused(struct pm_stream_files *fs, uint32_t id, int err)
+{
+	struct pm_sfile *f = &fs->f[id];
+
+	if (!f->align)
+		return;
+	f->note = note(fs, "buffered: O_DIRECT refused when read (%s); placed for alignment %u",
+		       strerror(-err), f->align);
+	f->align = 0;	/* fs->align, where batches place it, stays */
 }
 
 const char *pm_sfiles_note(const struct pm_stream_files *fs, uint32_t id)

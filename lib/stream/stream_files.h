@@ -9,11 +9,24 @@
  * descriptor (IORING_OP_OPENAT linked before the read), so no file
  * descriptor is used for them and the number open at once is the table's size.
  * A table entry is reused, least recently used first, once no read of its
- * file is in flight.  Lazily opened files are read buffered: placement in a
- * slot is planned before a file is opened, so its O_DIRECT alignment is
- * unknown.  A relative path is opened in the working directory of create,
- * kept open (O_PATH), not in the one of the read: programs chdir after
- * create (Hydra does).
+ * file is in flight.  A relative path is opened in the working directory of
+ * create, kept open (O_PATH), not in the one of the read: programs chdir
+ * after create (Hydra does).
+ *
+ * Lazily opened files are read with O_DIRECT where their file system allows
+ * it: slots are planned before a file is opened, so the alignment is learned
+ * per device at create (one file of each device opened with O_DIRECT and
+ * asked statx STATX_DIOALIGN, else its block size) and every file of the
+ * device is placed with it.  A file whose O_DIRECT open or read is refused
+ * (-EINVAL) all the same is read buffered from then on, in the places
+ * planned for O_DIRECT (an aligned superset of its bytes), and says so.
+ *
+ * A lazily opened file is the file create saw: create records its device and
+ * inode (the directory listing's, on file systems whose listing gives the
+ * inode statx gives, else statx's), each open is preceded by a statx of the
+ * path linked before it, and a file whose device or inode differ, or whose
+ * size or modification time differ from the first open's (or create's
+ * statx), fails the item being read with -ESTALE naming the path.
  *
  * A stream with several reader lanes splits the table into one part per
  * lane (each ring has its own table of direct descriptors).  A file open in
@@ -30,6 +43,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sys/stat.h>
+
 #include "manifest.h"
 
 struct pm_reader;
@@ -38,12 +53,25 @@ struct pm_sfile {
 	uint64_t size;
 	int fd;			/* opened at create; -1 when lazy or not opened */
 	int open_err;		/* -errno: cannot be opened (skip policy) */
-	uint32_t align;		/* O_DIRECT alignment, 0: buffered */
+	uint32_t align;		/* O_DIRECT alignment reads use, 0: buffered */
 	int32_t entry;		/* lazy: table entry holding the file, -1: none */
 	bool size_known;	/* false for pseudo files (procfs, sysfs) */
+	bool stat_known;	/* lazy: size and mtime recorded (create's statx or the first open's) */
 	uint8_t note;		/* index into notes */
+	uint64_t dev, ino;	/* lazy: identity create saw (dev: major << 32 | minor) */
+	int64_t mtime_s;	/* lazy: with stat_known */
+	uint32_t mtime_ns;
 	uint64_t *populated;	/* populate.h: chunks this stream populated, NULL: none yet */
 };
+
+/* The O_DIRECT alignment learned for one device (lazily opened files). */
+struct pm_sdev {
+	uint64_t dev;
+	uint32_t align;		/* 0: buffered */
+	uint8_t note;
+};
+
+#define PM_SFILE_DEVS 32
 
 /* A lazy table entry: the file it holds and the reads in flight on it. */
 struct pm_fentry {
@@ -77,7 +105,9 @@ struct pm_stream_files {
 	uint64_t opens;		/* lazy: opens queued so far */
 	char notes[PM_SFILE_NOTES][160];	/* distinct notes; files keep an index */
 	uint32_t nnotes;
-	uint8_t lazy_note;	/* "opened when read" */
+	struct pm_sdev devs[PM_SFILE_DEVS];	/* lazy: alignments by device, learned at create */
+	uint32_t ndevs;
+	uint32_t probes;	/* lazy: files opened at create to learn an alignment */
 };
 
 /*
@@ -90,7 +120,8 @@ int pm_sfiles_open(struct pm_stream_files *fs, const struct pm_manifest *m,
 		   int direct, bool skip, char *err, size_t errlen);
 /*
  * Read buffered every file whose O_DIRECT alignment does not divide max
- * (direct_on: fail with a sentence in err instead).
+ * (direct_on: fail with a sentence in err instead); it is placed for
+ * buffered reads too.
  */
 int pm_sfiles_cap_align(struct pm_stream_files *fs, uint32_t max, bool direct_on,
 			char *err, size_t errlen);
@@ -109,8 +140,22 @@ int pm_sfiles_register(struct pm_stream_files *fs, uint32_t part, struct pm_read
  * retry after one completes.
  */
 int pm_sfiles_get(struct pm_stream_files *fs, uint32_t part, uint32_t id, bool *open);
-/* A read of path id finished; open_failed: its open failed (the entry is empty). */
-void pm_sfiles_put(struct pm_stream_files *fs, uint32_t id, bool open_failed);
+/*
+ * A read of path id through entry `index` of part `part` finished; drop:
+ * the entry must not be read again (its open failed, the file changed, or
+ * O_DIRECT was refused): a later read opens the file anew.
+ */
+void pm_sfiles_put(struct pm_stream_files *fs, uint32_t part, uint32_t index,
+		   uint32_t id, bool drop);
+/*
+ * Lazy: the statx taken before path id was opened.  0 when it is the file
+ * create saw (the first open records its size and mtime when create did not),
+ * else -ESTALE with a sentence in err.
+ */
+int pm_sfiles_check(struct pm_stream_files *fs, uint32_t id, const struct statx *stx,
+		    char *err, size_t errlen);
+/* Lazy: O_DIRECT of path id was refused when read (err): read it buffered from now on. */
+void pm_sfiles_direct_refused(struct pm_stream_files *fs, uint32_t id, int err);
 /* Why path id is read as it is ("" when with O_DIRECT). */
 const char *pm_sfiles_note(const struct pm_stream_files *fs, uint32_t id);
 

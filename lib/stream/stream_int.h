@@ -89,6 +89,7 @@ struct lane {
 	struct pm_read *reads, *free_reads;
 	struct slot *filling;	/* the batch it issues reads for */
 	struct slot *ra;	/* started, its readahead not yet asked for */
+	struct pm_read *retry;	/* reads to queue again buffered: O_DIRECT was refused (lazy files) */
 	uint32_t reading;	/* its batches in READING state */
 	bool ring_failed;	/* the kernel may hold reads into the slots */
 	bool no_populate;	/* before 5.18, or windows or MADV_POPULATE_READ refused */

@@ -163,6 +163,14 @@ n=$((n + 1))
 (ulimit -n 64; timeout 120 "$bin" --manifest "$work/s/manifest.txt" --json --no-progress) >"$work/out" 2>&1 ||
 	fail "300 small files under ulimit -n 64: $(cat "$work/out")"
 grep -q '"items":300,' "$work/out" || fail "300 small files: not 300 items: $(cat "$work/out")"
+# ... with O_DIRECT where the file system has it: --direct on is every file, crc32c checked
+if dd if="$f" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null; then
+	n=$((n + 1))
+	(ulimit -n 64; timeout 120 "$bin" --manifest "$work/s/manifest.txt" --direct on --json --no-progress) >"$work/out" 2>&1 ||
+		fail "300 small files, --direct on, under ulimit -n 64: $(cat "$work/out")"
+	grep -q '"items":300,.*"files_direct":300,"files_buffered":0' "$work/out" ||
+		fail "300 small files, --direct on: not 300 items read with O_DIRECT: $(cat "$work/out")"
+fi
 # tar shards: every member an item, read in place; a corrupt shard is named with its offset
 (cd "$work/s" && tar -cf ../shard-0.tar 0000/0000000.bin 0000/0000001.bin && tar -cf ../shard-1.tar 0000/0000002.bin)
 expect 0 '"items":3,' --tar "$work"/shard-*.tar --json --no-progress

@@ -5,8 +5,11 @@
  * bounded table of direct descriptors (no file descriptor used while
  * streaming); files that share a table entry, items split into chunks,
  * a file that vanished after create, relative paths after a chdir, and bad
- * input at create (a FIFO, O_DIRECT asked for, a missing file; types come
- * from directory listings, so a symbolic link is checked apart).
+ * input at create (a FIFO, a missing file; types come from directory
+ * listings, so a symbolic link is checked apart).  Lazily opened files are
+ * read with O_DIRECT where their file system allows it (alignment learned
+ * per device, a ramfs refusing it read buffered and named), and a file
+ * replaced or changed after create fails its items with -ESTALE by name.
  *
  * The open-files limit is lowered for each case (and restored), so a few
  * hundred files are "many".
@@ -14,6 +17,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +33,22 @@ static char paths[NF][PATH_MAX];
 static unsigned char *data[NF];
 static size_t sizes[NF];
 static struct rlimit saved;
+static bool direct_ok;		/* the test directory's file system has O_DIRECT */
+
+/* Whether an aligned O_DIRECT read of path works. */
+static bool direct_works(const char *path)
+{
+	void *buf = NULL;
+	bool ok;
+	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	ok = !posix_memalign(&buf, 4096, 4096) && pread(fd, buf, 4096, 0) >= 0;
+	free(buf);
+	close(fd);
+	return ok;
+}
 
 static int setup(void **state)
 {
@@ -45,6 +66,7 @@ static int setup(void **state)
 			return -1;
 		close(fd);
 	}
+	direct_ok = direct_works(paths[0]);
 	return getrlimit(RLIMIT_NOFILE, &saved);
 }
 
@@ -115,12 +137,19 @@ static uint64_t stream_all(struct pm_ctx *ctx, const struct pm_manifest *m,
 	uint64_t items = 0;
 	int ret;
 
+	bool direct = direct_ok && o->direct != PM_DIRECT_OFF;
+
 	ret = pm_stream_create(ctx, m, o, &s);
 	if (ret)
 		fail_msg("pm_stream_create: %d %s", ret, pm_ctx_last_error(ctx));
-	assert_int_equal(pm_stream_file(s, 0, &f), 0);
-	assert_false(f.direct);
-	assert_non_null(strstr(f.note, "opened when read (300 files, at most"));
+	for (uint32_t id = 0; id < pm_stream_nfiles(s); id++) {
+		assert_int_equal(pm_stream_file(s, id, &f), 0);
+		assert_int_equal(f.direct, direct);
+		if (direct)
+			assert_string_equal(f.note, "");
+		else if (o->direct == PM_DIRECT_OFF)
+			assert_string_equal(f.note, "buffered: O_DIRECT turned off");
+	}
 	while (!(ret = pm_stream_next(s, &b)) && b) {
 		for (uint32_t i = 0; i < b->nitems; i++) {
 			const struct pm_batch_item *it = &b->items[i];
@@ -140,7 +169,10 @@ static uint64_t stream_all(struct pm_ctx *ctx, const struct pm_manifest *m,
 	assert_int_equal(st.items, items);
 	assert_int_equal(st.items, pm_manifest_count(m) * (o->epochs ? o->epochs : 1));
 	assert_int_equal(st.bytes, pm_manifest_bytes(m) * (o->epochs ? o->epochs : 1));
-	assert_int_equal(st.files_buffered, NF);
+	assert_int_equal(st.files_buffered, direct ? 0 : NF);
+	assert_int_equal(st.files_direct, direct ? NF : 0);
+	if (direct && !o->readers)
+		assert_int_equal(st.readers, 1);	/* O_DIRECT only: the device copies */
 	pm_stream_destroy(s);
 	return items;
 }
@@ -156,12 +188,18 @@ static void test_many_files(void **state)
 	pm_stream_opts_init(&o);
 	o.batch_bytes = 64 << 10;
 	nofile(40);
-	assert_int_equal(stream_all(ctx, m, &o, fds), 2 * NF);
-	o.shuffle = true;
-	o.seed = 3;
-	o.epochs = 2;
-	o.order = PM_ORDER_AS_COMPLETED;
-	assert_int_equal(stream_all(ctx, m, &o, fds), 4 * NF);
+	for (int d = 0; d < 2; d++) {
+		o.direct = d ? PM_DIRECT_OFF : PM_DIRECT_AUTO;
+		o.shuffle = false;
+		o.epochs = 1;
+		o.order = PM_ORDER_IN_ORDER;
+		assert_int_equal(stream_all(ctx, m, &o, fds), 2 * NF);
+		o.shuffle = true;
+		o.seed = 3;
+		o.epochs = 2;
+		o.order = PM_ORDER_AS_COMPLETED;
+		assert_int_equal(stream_all(ctx, m, &o, fds), 4 * NF);
+	}
 	restore();
 	assert_int_equal(count_fds(), fds);
 	pm_manifest_destroy(m);
@@ -181,6 +219,8 @@ static void test_chunks_share_entry(void **state)
 	o.chunk_bytes = 4096;	/* a 5000-byte item is two reads */
 	o.qd = 8;
 	nofile(24);		/* a table of 12 */
+	assert_int_equal(stream_all(ctx, m, &o, fds), pm_manifest_count(m));
+	o.direct = PM_DIRECT_OFF;
 	assert_int_equal(stream_all(ctx, m, &o, fds), pm_manifest_count(m));
 	restore();
 	pm_manifest_destroy(m);
@@ -215,6 +255,7 @@ static void test_lanes_share_table(void **state)
 		o.seed = 9;
 		o.epochs = 2;
 		o.order = i & 1 ? PM_ORDER_AS_COMPLETED : PM_ORDER_IN_ORDER;
+		o.direct = i & 2 ? PM_DIRECT_OFF : PM_DIRECT_AUTO;
 		/* the rings take a descriptor each: room for them and what is open already */
 		nofile(cases[i].nofile > (uint32_t)fds + cases[i].readers + 2 ?
 		       cases[i].nofile : (uint32_t)fds + cases[i].readers + 2);
@@ -226,47 +267,6 @@ static void test_lanes_share_table(void **state)
 		restore();
 	}
 	assert_int_equal(count_fds(), fds);
-	pm_manifest_destroy(m);
-	pm_close(ctx);
-}
-
-/* A file removed after create fails its items by name (skip) or stops the stream. */
-static void test_vanished(void **state)
-{
-	struct pm_ctx *ctx = open_ctx();
-	struct pm_manifest *m = manifest(1 << 20);
-	struct pm_stream_opts o;
-	struct pm_stream_stats st;
-	struct pm_stream *s;
-	struct pm_batch *b;
-	char moved[PATH_MAX + 8];
-	int ret;
-
-	snprintf(moved, sizeof(moved), "%s.gone", paths[7]);
-	pm_stream_opts_init(&o);
-	o.batch_items = 1;
-	o.slots = 2;
-	nofile(40);
-	for (int skip = 0; skip < 2; skip++) {
-		o.on_error = skip ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
-		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
-		assert_int_equal(rename(paths[7], moved), 0);
-		while (!(ret = pm_stream_next(s, &b)) && b)
-			pm_stream_release(s, b);
-		assert_int_equal(rename(moved, paths[7]), 0);
-		assert_int_equal(pm_stream_stats(s, &st), 0);
-		if (skip) {
-			assert_int_equal(ret, 0);
-			assert_int_equal(st.failed_items, 2);	/* the file is in the manifest twice */
-			assert_int_equal(st.items, 2 * NF - 2);
-		} else {
-			assert_int_equal(ret, -ENOENT);
-		}
-		assert_non_null(strstr(pm_stream_error(s), "s007.bin offset 0 length"));
-		assert_non_null(strstr(pm_stream_error(s), "cannot open the file (No such file or directory)"));
-		pm_stream_destroy(s);
-	}
-	restore();
 	pm_manifest_destroy(m);
 	pm_close(ctx);
 }
@@ -318,7 +318,7 @@ static void test_chdir_after_create(void **state)
 	pm_close(ctx);
 }
 
-/* Checked at create all the same: a FIFO is refused, and O_DIRECT cannot be promised. */
+/* Checked at create all the same: a FIFO is refused. */
 static void test_bad_at_create(void **state)
 {
 	struct pm_ctx *ctx = open_ctx();
@@ -329,11 +329,6 @@ static void test_bad_at_create(void **state)
 
 	pm_stream_opts_init(&o);
 	nofile(40);
-	o.direct = PM_DIRECT_ON;
-	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
-	assert_non_null(strstr(pm_ctx_last_error(ctx),
-			       "O_DIRECT asked for, but 300 files are opened as they are read"));
-	o.direct = PM_DIRECT_AUTO;
 	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
 	unlink(fifo);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
@@ -358,6 +353,304 @@ static void test_bad_at_create(void **state)
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
 	pm_stream_destroy(s);
 	unlink(fifo);
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/* O_DIRECT asked for with files opened as they are read: every file is read with it. */
+static void test_direct_on_lazy(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(5000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_stream_file f;
+	struct pm_batch *b;
+	int fds = count_fds();
+
+	if (!direct_ok)
+		skip();		/* this file system has no O_DIRECT */
+	pm_stream_opts_init(&o);
+	o.direct = PM_DIRECT_ON;
+	o.batch_bytes = 64 << 10;
+	o.chunk_bytes = 4096;
+	nofile(40);
+	assert_int_equal(stream_all(ctx, m, &o, fds), pm_manifest_count(m));
+	/* placed and read in blocks of the device's alignment */
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	assert_int_equal(pm_stream_file(s, 0, &f), 0);
+	assert_true(f.align >= 512 && !(f.align & (f.align - 1)));
+	while (!pm_stream_next(s, &b) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++)
+			assert_int_equal(b->items[i].slot_offset % f.align,
+					 b->items[i].file_offset % f.align);
+		pm_stream_release(s, b);
+	}
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_true(st.read_bytes > st.bytes);
+	pm_stream_destroy(s);
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); _exit(1); } } while (0)
+#define NR 40
+
+/*
+ * In a private mount namespace (root, or a user namespace): a ramfs, which
+ * has no O_DIRECT, mounted beside the test directory.  -1 when neither can
+ * be had here.
+ */
+static int private_ramfs(const char *at)
+{
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	char map[64];
+	int fd;
+
+	if (unshare(CLONE_NEWNS)) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS))
+			return -1;
+		fd = open("/proc/self/setgroups", O_WRONLY);
+		if (fd >= 0) {
+			(void)!write(fd, "deny", 4);
+			close(fd);
+		}
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+		fd = open("/proc/self/uid_map", O_WRONLY);
+		if (fd < 0 || write(fd, map, strlen(map)) < 0)
+			return -1;
+		close(fd);
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+		fd = open("/proc/self/gid_map", O_WRONLY);
+		if (fd < 0 || write(fd, map, strlen(map)) < 0)
+			return -1;
+		close(fd);
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("none", at, "ramfs", 0, NULL))
+		return -1;
+	return 0;
+}
+
+/* The child of test_direct_refused: exit 0 when all is as it should be, 77 to skip. */
+static void direct_refused_child(const char *rdir)
+{
+	static unsigned char rdata[NR][3000];
+	char rpaths[NR][PATH_MAX];
+	struct pm_manifest *m;
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream_file f;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct rlimit rl = saved;
+	int ret;
+
+	if (private_ramfs(rdir))
+		_exit(77);
+	CHECK(pm_manifest_create(&m) == 0);
+	for (int i = 0; i < NF; i++)
+		CHECK(pm_manifest_add(m, paths[i], 0, sizes[i], false, 0, NULL, 0) == 0);
+	for (int i = 0; i < NR; i++) {
+		int fd;
+
+		snprintf(rpaths[i], sizeof(rpaths[i]), "%s/r%03d.bin", rdir, i);
+		test_fill(rdata[i], sizeof(rdata[i]), 1000 + (uint64_t)i);
+		fd = open(rpaths[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		CHECK(fd >= 0 && write(fd, rdata[i], sizeof(rdata[i])) == sizeof(rdata[i]));
+		close(fd);
+		CHECK(pm_manifest_add(m, rpaths[i], 100, 2000, false, 0, NULL, 0) == 0);
+	}
+	rl.rlim_cur = 40;
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	fake_reset();
+	ctx = fake_ctx(0, PM_BACKEND_HOST);
+	CHECK(ctx);
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 64 << 10;
+	o.direct = PM_DIRECT_ON;
+	CHECK(pm_stream_create(ctx, m, &o, &s) == -EINVAL);
+	CHECK(strstr(pm_ctx_last_error(ctx), direct_ok ? "r000.bin: O_DIRECT asked for but not possible: O_DIRECT open failed: Invalid argument" : "s000.bin: O_DIRECT asked for but not possible"));
+	o.direct = PM_DIRECT_AUTO;
+	o.shuffle = true;
+	CHECK(pm_stream_create(ctx, m, &o, &s) == 0);
+	for (uint32_t id = 0; id < NF + NR; id++) {
+		CHECK(pm_stream_file(s, id, &f) == 0);
+		if (id >= NF) {
+			CHECK(!f.direct);
+			CHECK(!strcmp(f.note, "buffered: O_DIRECT open failed: Invalid argument"));
+		} else {
+			CHECK(f.direct == direct_ok);
+		}
+	}
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct pm_batch_item *it = &b->items[i];
+			const unsigned char *want = it->path_id < NF ? data[it->path_id]
+							: rdata[it->path_id - NF] + 100;
+
+			CHECK(!memcmp((char *)b->host + it->slot_offset, want, it->length));
+		}
+		pm_stream_release(s, b);
+	}
+	CHECK(ret == 0);
+	CHECK(pm_stream_stats(s, &st) == 0);
+	CHECK(st.items == NF + NR);
+	CHECK(st.files_direct == (direct_ok ? NF : 0));
+	CHECK(st.files_buffered == (direct_ok ? NR : NF + NR));
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+	_exit(0);
+}
+
+/*
+ * Lazily opened files on a file system without O_DIRECT (ramfs) beside
+ * ones with it: O_DIRECT where it works, buffered with the reason where
+ * not, every byte right; O_DIRECT asked for names the first that cannot.
+ */
+static void test_direct_refused(void **state)
+{
+	char rdir[PATH_MAX];
+	int status;
+	pid_t pid;
+
+	snprintf(rdir, sizeof(rdir), "%s/ramfs", dir);
+	assert_int_equal(mkdir(rdir, 0755), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid)
+		direct_refused_child(rdir);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	rmdir(rdir);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		skip();		/* no mount namespace here */
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Write path anew with len bytes of data under another inode, renamed over it. */
+static void replace_file(const char *path, const void *buf, size_t len)
+{
+	char tmp[PATH_MAX + 8];
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
+/*
+ * s007.bin removed (replace false) or renamed over by a copy of its bytes
+ * (a new inode) after create: its items fail with err and a sentence
+ * naming it, the stream stops (or, skip, both of its items are counted
+ * failed), with O_DIRECT and buffered.
+ */
+static void changed_after_create(bool replace, int err, const char *why)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(1 << 20);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char moved[PATH_MAX + 8];
+	int ret;
+
+	snprintf(moved, sizeof(moved), "%s.gone", paths[7]);
+	pm_stream_opts_init(&o);
+	o.batch_items = 1;
+	o.slots = 2;
+	nofile(40);
+	for (int c = 0; c < 4; c++) {
+		o.on_error = c & 1 ? PM_ON_ERROR_SKIP : PM_ON_ERROR_STOP;
+		o.direct = c & 2 ? PM_DIRECT_OFF : PM_DIRECT_AUTO;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+		if (replace)
+			replace_file(paths[7], data[7], sizes[7]);
+		else
+			assert_int_equal(rename(paths[7], moved), 0);
+		while (!(ret = pm_stream_next(s, &b)) && b) {
+			assert_int_not_equal(b->items[0].path_id, 7);
+			pm_stream_release(s, b);
+		}
+		if (!replace)
+			assert_int_equal(rename(moved, paths[7]), 0);
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		if (c & 1) {
+			assert_int_equal(ret, 0);
+			assert_int_equal(st.failed_items, 2);	/* the file is in the manifest twice */
+			assert_int_equal(st.items, 2 * NF - 2);
+		} else {
+			assert_int_equal(ret, err);
+		}
+		assert_non_null(strstr(pm_stream_error(s), "s007.bin offset 0 length"));
+		assert_non_null(strstr(pm_stream_error(s), why));
+		pm_stream_destroy(s);
+	}
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+/* A file removed after create fails its items by name (skip) or stops the stream. */
+static void test_vanished(void **state)
+{
+	changed_after_create(false, -ENOENT, "cannot open the file (No such file or directory)");
+}
+
+/* A file renamed over after create is not the file create saw (the same bytes under a new inode too). */
+static void test_replaced_after_create(void **state)
+{
+	changed_after_create(true, -ESTALE, "replaced since the stream was created");
+}
+
+/*
+ * A file that grew after the stream first opened it: opened again for its
+ * second item (the table of 20 entries reused it meanwhile), it fails by
+ * name instead of handing over bytes of another file's version.
+ */
+static void test_changed_after_open(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(1 << 20);
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	bool grown = false;
+	int ret, fd;
+
+	pm_stream_opts_init(&o);
+	o.batch_items = 1;
+	o.slots = 2;
+	o.prefetch = 1;
+	nofile(40);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		if (b->items[0].path_id == 7 && !grown) {
+			fd = open(paths[7], O_WRONLY | O_APPEND | O_CLOEXEC);
+			assert_true(fd >= 0);
+			assert_int_equal(write(fd, "x", 1), 1);
+			close(fd);
+			grown = true;
+		}
+		pm_stream_release(s, b);
+	}
+	assert_true(grown);
+	assert_int_equal(ret, -ESTALE);
+	assert_non_null(strstr(pm_stream_error(s), "item 307 (")); /* its second item */
+	assert_non_null(strstr(pm_stream_error(s), "s007.bin offset 0 length"));
+	assert_non_null(strstr(pm_stream_error(s), "changed since the stream first saw it"));
+	pm_stream_destroy(s);
+	assert_int_equal(truncate(paths[7], (off_t)sizes[7]), 0);
 	restore();
 	pm_manifest_destroy(m);
 	pm_close(ctx);
@@ -411,6 +704,10 @@ int main(void)
 		cmocka_unit_test(test_chdir_after_create),
 		cmocka_unit_test(test_bad_at_create),
 		cmocka_unit_test(test_equal_steps),
+		cmocka_unit_test(test_direct_on_lazy),
+		cmocka_unit_test(test_direct_refused),
+		cmocka_unit_test(test_replaced_after_create),
+		cmocka_unit_test(test_changed_after_open),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
