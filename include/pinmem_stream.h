@@ -207,7 +207,14 @@ enum pm_handoff {
 struct pm_stream_opts {
 	uint32_t slots;		/* ring slots [4] */
 	uint32_t prefetch;	/* most batches read ahead of the consumer [slots] */
-	uint64_t batch_bytes;	/* slot size; a batch takes items while they fit [16 MiB, or with batch_items the largest batch the plan makes for any rank] */
+	/*
+	 * Slot size; a batch takes items while they fit [16 MiB, or with
+	 * batch_items the largest batch the plan makes for any rank].  An item
+	 * fits when it fits first in a batch (at offset 0, its O_DIRECT head
+	 * and tail padding included); create fails with -EFBIG naming the first
+	 * item in manifest order that does not.
+	 */
+	uint64_t batch_bytes;
 	uint32_t batch_items;	/* most items per batch [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */

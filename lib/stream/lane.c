@@ -528,8 +528,8 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		item_fail(s, sl, 0, -ENOMEM, "no memory for the batch's item list");
 	} else if (!k) {
 		item_fail(s, sl, 0, -EFBIG,
-			  "needs %llu bytes, more than a slot (%llu bytes; raise the batch size)",
-			  (unsigned long long)pm_plan_footprint(&s->m->items[sl->items[0].index],
+			  "needs %llu bytes, more than a slot (%llu bytes; raise batch_bytes)",
+			  (unsigned long long)pm_plan_first_need(&s->m->items[sl->items[0].index],
 				s->palign[sl->items[0].path_id]),
 			  (unsigned long long)s->slot_bytes);
 	}

@@ -266,6 +266,14 @@ uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align)
 	return pl.read_len + (align ? align : PM_PLAN_BUF_ALIGN) - 1;
 }
 
+uint64_t pm_plan_first_need(const struct pm_mitem *it, uint32_t align)
+{
+	struct pm_place pl;
+
+	pm_plan_place(0, it, align, &pl);
+	return pl.end;
+}
+
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
 		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span)
 {

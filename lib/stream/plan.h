@@ -69,6 +69,11 @@ void pm_plan_place(uint64_t cur, const struct pm_mitem *it, uint32_t align,
 /* Worst-case slot bytes item it can take, wherever it is placed. */
 uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align);
 /*
+ * Slot bytes item it takes first in a batch (placed at offset 0): it fits a
+ * slot of that many bytes, since every batch's first item starts there.
+ */
+uint64_t pm_plan_first_need(const struct pm_mitem *it, uint32_t align);
+/*
  * Items of the batch that starts at p->order[pos]: as many as fit slot_bytes
  * and max_items (0: no limit).  0 when even the first item does not fit.
  */

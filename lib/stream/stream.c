@@ -126,16 +126,21 @@ static int size_slots(struct pm_stream *s)
 	return 0;
 }
 
-/* An item larger than a slot fails at create, not when its batch comes up late in an epoch. */
+/*
+ * An item that does not fit a slot fails at create, not when its batch
+ * comes up late in an epoch.  Exact: an item fits when it fits first in a
+ * batch (at slot offset 0, its O_DIRECT head and tail padding included),
+ * and the first item in manifest order that does not is named.
+ */
 static int check_items_fit(struct pm_stream *s)
 {
 	for (size_t i = 0; i < s->m->n; i++) {
 		const struct pm_mitem *mi = &s->m->items[i];
-		uint64_t need = pm_plan_footprint(mi, s->palign[mi->path_id]);
+		uint64_t need = pm_plan_first_need(mi, s->palign[mi->path_id]);
 
 		if (need > s->slot_bytes)
 			return pm_ctx_error(s->ctx, -EFBIG,
-					    "item %zu (%s offset %llu length %llu) needs %llu bytes, more than a slot (%llu bytes; raise the batch size)",
+					    "item %zu (%s offset %llu length %llu) needs %llu bytes, more than a slot (%llu bytes; raise batch_bytes: pinstream --batch-bytes, pinmem.Stream(batch_bytes=...))",
 					    i, s->m->paths[mi->path_id],
 					    (unsigned long long)mi->offset,
 					    (unsigned long long)mi->length,

@@ -148,6 +148,10 @@ assert b"bad\xff\xc3name.bin offset 990" in os.fsencode(d["error"]), d["error"]
 ' <"$work/out" || fail "--json with a non-UTF-8 path: $(cat "$work/out")"
 fi
 expect 0 '"items":[0-9]+' "$work"/d/data-*.bin --item-bytes 64K --rank 1 --world-size 3 --json
+# an item the size of a slot fits it (the size check is exact), O_DIRECT or not
+expect 0 '"items":8,.*"failed_batches":0' "$work"/d/data-*.bin --item-bytes 1M --batch-bytes 1M --json
+expect 0 '"items":8,.*"failed_batches":0' "$work"/d/data-*.bin --item-bytes 1M --batch-bytes 1M --direct off --json
+expect 1 'item 0 \(.*offset 0 length 1048576\) needs 1048576 bytes, more than a slot \(1048575 bytes; raise batch_bytes: pinstream --batch-bytes' "$work"/d/data-*.bin --item-bytes 1M --batch-bytes 1048575
 expect 0 '\(d\) pinmem O_DIRECT io_uring +cold' --compare --cold-only "$work"/d/data-*.bin
 expect 0 '\(c\) pinmem buffered io_uring +warm' --compare --manifest "$work/d/manifest.txt"
 expect 0 'warm: the strongest baseline is \((a|b|e)\) .*; \(c\) [0-9.]+x' --compare --manifest "$work/d/manifest.txt"

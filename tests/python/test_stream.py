@@ -239,6 +239,18 @@ def test_missing_file_and_bad_item(tmp_path, data_files):
     s.close()
 
 
+def test_item_larger_than_a_slot_names_batch_bytes(data_files):
+    m = pinmem.Manifest()
+    m.add(data_files[0], 0, 3000)
+    # exactly a slot: fits (the check is exact); a byte less: refused, saying what to raise
+    s = pinmem.Stream(m, batch_bytes=3000, direct="off", module=MODULE_MODE)
+    assert [len(b.items) for b in s] == [1]
+    s.close()
+    with pytest.raises(pinmem.Error, match=r"needs 3000 bytes, more than a slot \(2999 bytes; "
+                       r"raise batch_bytes: .*pinmem.Stream\(batch_bytes=...\)"):
+        iter(pinmem.Stream(m, batch_bytes=2999, direct="off", module=MODULE_MODE))
+
+
 def test_manifest_text_and_errors(tmp_path, data_files):
     m = pinmem.Manifest()
     m.parse("%s 0 10\n%s 10 20 # two\n" % (data_files[0], data_files[0]))

@@ -1175,6 +1175,7 @@ static void test_zero_and_too_big(void **state)
 		assert_non_null(strstr(pm_ctx_last_error(ctx), "item 1 ("));
 		assert_non_null(strstr(pm_ctx_last_error(ctx), "length 100000) needs"));
 		assert_non_null(strstr(pm_ctx_last_error(ctx), "more than a slot (65536 bytes"));
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "raise batch_bytes: pinstream --batch-bytes, pinmem.Stream(batch_bytes=...)"));
 	}
 	o.batch_bytes = 0;	/* the default slot holds it */
 	s = stream_ok(ctx, m, &o);
@@ -1184,6 +1185,59 @@ static void test_zero_and_too_big(void **state)
 	assert_int_equal(st.failed_items, 0);
 	(void)b;
 	finish(ctx, m, s);
+}
+
+/*
+ * The size check is exact: an item fits a slot when it fits first in a
+ * batch (at offset 0), O_DIRECT padding included, and the refusal names the
+ * first item in manifest order that does not fit.  A slot-sized item at
+ * offset 0, and with O_DIRECT one whose head and tail padding make exactly a
+ * slot, are delivered whole; one padding pushes past the slot is refused
+ * with O_DIRECT and read buffered.
+ */
+static void test_exact_fit(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream_file f;
+	struct pm_stream *s;
+
+	add(m, 0, 0, 1000);
+	add(m, 0, 0, 65536);		/* exactly a slot */
+	add(m, 0, 4096 + 100, 65536 - 100);	/* exactly a slot from its aligned start */
+	add(m, 1, 100, 65500);		/* with O_DIRECT: past a slot by its tail */
+	add(m, 2, 0, 5000);
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 65536;
+	o.direct = PM_DIRECT_OFF;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(consume(s, m, NULL, NULL, NULL), 5);	/* the big ones a batch each */
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.items, 5);
+	pm_stream_destroy(s);
+	if (fs_direct()) {
+		o.direct = PM_DIRECT_ON;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EFBIG);
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "item 3 ("));
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "offset 100 length 65500) needs"));
+		o.batch_bytes = 65536 + 4096;	/* item 3 fits now: every alignment up to 4096 */
+		s = stream_ok(ctx, m, &o);
+		assert_int_equal(pm_stream_file(s, 0, &f), 0);
+		assert_true(f.direct);
+		consume(s, m, NULL, NULL, NULL);
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		assert_int_equal(st.items, 5);
+		pm_stream_destroy(s);
+		/* world_size > 1 packs with 4096 whatever the file's: the same rule */
+		o.batch_bytes = 65536;
+		o.world_size = 2;
+		o.direct = PM_DIRECT_AUTO;
+		assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EFBIG);
+		assert_non_null(strstr(pm_ctx_last_error(ctx), "item 3 ("));
+	}
+	finish(ctx, m, NULL);
 }
 
 static void test_bad_opts(void **state)
@@ -1925,6 +1979,7 @@ int main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_past_eof),
 		cmocka_unit_test(test_zero_and_too_big),
+		cmocka_unit_test(test_exact_fit),
 		cmocka_unit_test(test_bad_opts),
 		cmocka_unit_test(test_file_shrinks),
 		cmocka_unit_test(test_eio),
