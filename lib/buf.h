@@ -25,6 +25,8 @@ struct pm_uring_reg {
 	struct io_uring *ring;
 };
 
+#define PM_BUF_HUGE_UNKNOWN UINT64_MAX
+
 struct pm_buf {
 	struct pm_buf *next;		/* the owner's live buffers, under its lock */
 	struct pm_ctx *ctx;		/* the owner, for its calls that take only a buffer */
@@ -35,7 +37,7 @@ struct pm_buf {
 	size_t step;			/* bytes per page of the mapping */
 	enum pm_page_kind pages;
 	struct pm_pinned pinned;	/* how it is pinned */
-	uint64_t huge_bytes;
+	uint64_t huge_bytes;		/* PM_BUF_HUGE_UNKNOWN: not read yet */
 	bool backend_registered;
 	int numa_node;			/* node of its first page when placed, else -1 */
 	struct pm_uring_reg *rings;	/* under the owner's lock */

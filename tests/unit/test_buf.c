@@ -8,6 +8,7 @@
  * /dev/pinmem: real pins, hugetlb, a file mapping the module refuses, and
  * real budget refusals (limits changed with SET_LIMITS, then restored).
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -238,6 +239,44 @@ static void thp_pages(void **state)
 		assert_int_equal(pm_buf_page_kind(b), PM_PAGES_DEFAULT);
 	}
 	assert_true(pm_buf_huge_bytes(b) <= pm_buf_size(b));
+	pm_buf_free(ctx, b);
+	pm_close(ctx);
+}
+
+/* Opens of /proc/self/smaps by the library: fopen is taken here before libc's. */
+static int smaps_opens;
+
+FILE *fopen(const char *restrict path, const char *restrict mode)
+{
+	FILE *(*real)(const char *, const char *) =
+		(FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, "fopen");
+
+	if (!strcmp(path, "/proc/self/smaps"))
+		smaps_opens++;
+	return real(path, mode);
+}
+
+/* smaps is slow to read (~12 ms beside torch's mappings): read for huge_bytes when
+ * asked, once, and never for a module pin, which the module counts. */
+static void huge_bytes_read_when_asked(void **state)
+{
+	struct pm_ctx *ctx = fake_ctx(0, PM_BACKEND_HOST);
+	struct pm_buf_opts o = { .pages = PM_PAGES_THP, .pin = PM_PIN_NONE };
+	struct pm_buf *b, *m;
+	uint64_t h;
+
+	smaps_opens = 0;
+	assert_int_equal(pm_buf_alloc(ctx, 4 * MiB, &o, &b), 0);
+	assert_int_equal(pm_buf_alloc(ctx, 8192, NULL, &m), 0);
+	assert_int_equal(pm_buf_pin_mode(m), PM_PIN_MODULE);
+	assert_int_equal(smaps_opens, 0);
+	h = pm_buf_huge_bytes(b);
+	assert_int_equal(smaps_opens, 1);
+	assert_true(h <= pm_buf_size(b));
+	assert_int_equal(pm_buf_huge_bytes(b), h);
+	assert_int_equal(pm_buf_huge_bytes(m), 0);
+	assert_int_equal(smaps_opens, 1);
+	pm_buf_free(ctx, m);
 	pm_buf_free(ctx, b);
 	pm_close(ctx);
 }
@@ -611,6 +650,7 @@ int main(void)
 		cmocka_unit_test_setup(inplace_overlap_refused_by_backend, setup),
 		cmocka_unit_test_setup(backend_none_registers_nothing, setup),
 		cmocka_unit_test_setup(thp_pages, setup),
+		cmocka_unit_test_setup(huge_bytes_read_when_asked, setup),
 		cmocka_unit_test_setup(thp_disabled, setup),
 		cmocka_unit_test_setup(hugetlb_pages, setup),
 		cmocka_unit_test_setup(hugetlb_and_thp_step_down, setup),
