@@ -27,6 +27,16 @@
  *
  * The same lock guards the limits, the per-user table and every counter
  * (global, user and file), so a stats reader sees one consistent state.
+ *
+ * A user's counters are kept for the module's lifetime, not only while it
+ * has a file open: an entry no file holds, without override, whose pins or
+ * refusals are not zero goes to the tail of pinmem_users_idle, and is taken
+ * off again when a file or an override holds it.  At most
+ * pinmem_max_idle_users are idle; the one at the head (idle longest) is
+ * dropped when one more would pass that, its counters added to
+ * pinmem_users_evicted, so the kernel memory users cost stays bounded
+ * whoever makes new uids, and every refusal stays counted somewhere.  All
+ * of it is O(1) under the lock.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
@@ -51,6 +61,8 @@
 /**
  * struct pinmem_user - per-user budget entry
  * @node: entry in pinmem_users, by @uid
+ * @idle: entry in pinmem_users_idle while no file holds it and no
+ *	override keeps it (then kept for its counters), else empty
  * @uid: the user (pinmem_budget_current_user())
  * @refs: open files charging this user
  * @overridden: @limit applies instead of the default user limit
@@ -62,11 +74,13 @@
  *	(pinmem_region_pin_chunk()), so this user adds at most one chunk's
  *	references to a page at a time (PINMEM_FOLIO_REFS_MAX, kmod/region.c)
  *
- * Lives while a file holds it or an override is set.  All fields but the
- * two mutexes are guarded by pinmem_budget_lock.
+ * Lives while a file holds it, an override is set or, idle, until dropped
+ * for a newer idle one.  All fields but the two mutexes are guarded by
+ * pinmem_budget_lock.
  */
 struct pinmem_user {
 	struct rb_node node;
+	struct list_head idle;
 	kuid_t uid;
 	unsigned int refs;
 	bool overridden;
@@ -88,11 +102,16 @@ struct pinmem_limit_param {
 
 static DEFINE_SPINLOCK(pinmem_budget_lock);
 static struct rb_root pinmem_users = RB_ROOT;
+static LIST_HEAD(pinmem_users_idle);
+static u64 pinmem_users_idle_nr;
+static struct pinmem_acct pinmem_users_evicted;
+static u64 pinmem_users_evicted_nr;
 static struct pinmem_acct pinmem_global;
 static struct pinmem_limit_param pinmem_global_limit;
 static struct pinmem_limit_param pinmem_default_user_limit;
 static unsigned int pinmem_max_regions_per_file = 65536;
 static unsigned int pinmem_max_regions_per_user = 262144;
+static unsigned int pinmem_max_idle_users = 1024;
 static bool pinmem_enforce_rlimit = true;
 static bool pinmem_params_locked;	/* after load: writers need CAP_SYS_ADMIN */
 
@@ -219,6 +238,23 @@ static const struct kernel_param_ops pinmem_uint_ops = {
 	.get = pinmem_param_get_uint,
 };
 
+static void pinmem_users_trim(void);
+
+/* max_idle_users: a lowered bound holds as soon as the write returns. */
+static int pinmem_param_set_idle(const char *val, const struct kernel_param *kp)
+{
+	int ret = pinmem_param_set_uint(val, kp);
+
+	if (!ret)
+		pinmem_users_trim();
+	return ret;
+}
+
+static const struct kernel_param_ops pinmem_idle_ops = {
+	.set = pinmem_param_set_idle,
+	.get = pinmem_param_get_uint,
+};
+
 module_param_cb(global_limit, &pinmem_limit_ops, &pinmem_global_limit, 0644);
 MODULE_PARM_DESC(global_limit,
 		 "Bytes all users together may pin (default: half of RAM)");
@@ -238,6 +274,10 @@ module_param_cb(max_regions_per_user, &pinmem_uint_ops,
 		&pinmem_max_regions_per_user, 0644);
 MODULE_PARM_DESC(max_regions_per_user,
 		 "Regions all files of one user may hold, 1 or more (default: 262144)");
+module_param_cb(max_idle_users, &pinmem_idle_ops, &pinmem_max_idle_users,
+		0644);
+MODULE_PARM_DESC(max_idle_users,
+		 "Users without open files kept for their counters, 1 or more (default: 1024)");
 
 /**
  * pinmem_budget_init() - fill in the limits not given at load time
@@ -277,6 +317,8 @@ void pinmem_budget_exit(void)
 		kfree(u);
 	}
 	pinmem_users = RB_ROOT;
+	INIT_LIST_HEAD(&pinmem_users_idle);
+	pinmem_users_idle_nr = 0;
 }
 
 /**
@@ -359,6 +401,7 @@ static struct pinmem_user *pinmem_user_alloc(void)
 	struct pinmem_user *u = kzalloc(sizeof(*u), GFP_KERNEL);
 
 	if (u) {
+		INIT_LIST_HEAD(&u->idle);
 		mutex_init(&u->tail_lock);
 		mutex_init(&u->gup_lock);
 	}
@@ -374,7 +417,11 @@ static void pinmem_user_free(struct pinmem_user *u)
 	kfree(u);
 }
 
-/* Find @uid's entry or insert @*spare for it; the spare is consumed if used. */
+/*
+ * Find @uid's entry or insert @*spare for it; the spare is consumed if used.
+ * The caller is about to hold the entry (a file or an override), so it is
+ * idle no more.
+ */
 static struct pinmem_user *pinmem_user_lookup(kuid_t uid,
 					      struct pinmem_user **spare)
 {
@@ -384,17 +431,117 @@ static struct pinmem_user *pinmem_user_lookup(kuid_t uid,
 		u = *spare;
 		*spare = NULL;
 		pinmem_user_insert(u, uid);
+	} else if (!list_empty(&u->idle)) {
+		list_del_init(&u->idle);
+		pinmem_users_idle_nr--;
 	}
 	return u;
 }
 
-/* Caller holds pinmem_budget_lock; returns the entry to free, if any. */
-static struct pinmem_user *pinmem_user_unlink_unused(struct pinmem_user *u)
+/* PINs of @a refused, for any reason. */
+static u64 pinmem_acct_refused_all(const struct pinmem_acct *a)
 {
-	if (u->refs || u->overridden)
+	return a->refused_global + a->refused_user + a->refused_rlimit +
+	       a->refused_fault + a->refused_regions + a->refused_cgroup +
+	       a->refused_refs;
+}
+
+/* Add the history of @src (what only grows) to @dst. */
+static void pinmem_acct_fold(struct pinmem_acct *dst,
+			     const struct pinmem_acct *src)
+{
+	dst->pins += src->pins;
+	dst->unpins += src->unpins;
+	dst->refused_global += src->refused_global;
+	dst->refused_user += src->refused_user;
+	dst->refused_rlimit += src->refused_rlimit;
+	dst->refused_fault += src->refused_fault;
+	dst->refused_regions += src->refused_regions;
+	dst->refused_cgroup += src->refused_cgroup;
+	dst->refused_refs += src->refused_refs;
+	dst->peak_bytes = max(dst->peak_bytes, src->peak_bytes);
+}
+
+/* Entries pinmem_user_retire() may hand back to free: itself and one more. */
+#define PINMEM_RETIRE_MAX	2
+/* Entries pinmem_users_trim() drops per hold of the budget lock. */
+#define PINMEM_TRIM_BATCH	64
+
+/*
+ * Caller holds pinmem_budget_lock.  Drop the idle entry idle longest, its
+ * counters folded into pinmem_users_evicted; NULL when none is over the
+ * bound.  The caller frees what it returns after unlocking.
+ */
+static struct pinmem_user *pinmem_user_evict(void)
+{
+	struct pinmem_user *old;
+
+	if (pinmem_users_idle_nr <= READ_ONCE(pinmem_max_idle_users))
 		return NULL;
-	rb_erase(&u->node, &pinmem_users);
-	return u;
+	old = list_first_entry(&pinmem_users_idle, struct pinmem_user, idle);
+	list_del_init(&old->idle);
+	pinmem_users_idle_nr--;
+	pinmem_acct_fold(&pinmem_users_evicted, &old->acct);
+	pinmem_users_evicted_nr++;
+	rb_erase(&old->node, &pinmem_users);
+	return old;
+}
+
+/*
+ * Caller holds pinmem_budget_lock and has just dropped a hold on @u (a
+ * file's or the override).  An entry still held stays; one with nothing to
+ * show is unlinked; any other becomes the newest idle one, and the one
+ * idle longest is dropped if that passes pinmem_max_idle_users (the bound
+ * held before, pinmem_users_trim() sees to that).  Returns how many
+ * entries it put in @gone, for the caller to free after unlocking.
+ */
+static unsigned int pinmem_user_retire(struct pinmem_user *u,
+				       struct pinmem_user **gone)
+{
+	struct pinmem_user *old;
+	unsigned int n = 0;
+
+	if (u->refs || u->overridden)
+		return 0;
+	if (!u->acct.pins && !pinmem_acct_refused_all(&u->acct)) {
+		rb_erase(&u->node, &pinmem_users);
+		gone[n++] = u;
+		return n;
+	}
+	if (list_empty(&u->idle)) {
+		list_add_tail(&u->idle, &pinmem_users_idle);
+		pinmem_users_idle_nr++;
+	}
+	while (n < PINMEM_RETIRE_MAX && (old = pinmem_user_evict()))
+		gone[n++] = old;
+	return n;
+}
+
+static void pinmem_user_free_all(struct pinmem_user **gone, unsigned int n)
+{
+	while (n--)
+		pinmem_user_free(gone[n]);
+}
+
+/*
+ * Drop idle entries until at most pinmem_max_idle_users remain, a batch
+ * per hold of the lock (after the bound was lowered).
+ */
+static void pinmem_users_trim(void)
+{
+	struct pinmem_user *gone[PINMEM_TRIM_BATCH];
+	unsigned int n;
+
+	do {
+		spin_lock(&pinmem_budget_lock);
+		for (n = 0; n < PINMEM_TRIM_BATCH; n++) {
+			gone[n] = pinmem_user_evict();
+			if (!gone[n])
+				break;
+		}
+		spin_unlock(&pinmem_budget_lock);
+		pinmem_user_free_all(gone, n);
+	} while (n == PINMEM_TRIM_BATCH);
 }
 
 /**
@@ -420,17 +567,20 @@ struct pinmem_user *pinmem_user_get(kuid_t uid)
 
 /**
  * pinmem_user_put() - drop a ref from pinmem_user_get()
- * @u: the entry; freed when unused and without override
+ * @u: the entry; when no file holds it and it has no override, kept idle
+ *	for its counters (freed if they are all zero or when dropped to keep
+ *	max_idle_users)
  */
 void pinmem_user_put(struct pinmem_user *u)
 {
-	struct pinmem_user *unused;
+	struct pinmem_user *gone[PINMEM_RETIRE_MAX];
+	unsigned int n;
 
 	spin_lock(&pinmem_budget_lock);
 	u->refs--;
-	unused = pinmem_user_unlink_unused(u);
+	n = pinmem_user_retire(u, gone);
 	spin_unlock(&pinmem_budget_lock);
-	pinmem_user_free(unused);
+	pinmem_user_free_all(gone, n);
 }
 
 /**
@@ -535,10 +685,42 @@ static void pinmem_acct_refuse(struct pinmem_acct *a, u32 reason)
 	case PINMEM_REFUSED_CGROUP:
 		a->refused_cgroup++;
 		break;
+	case PINMEM_REFUSED_FOLIO_PINS:
+	case PINMEM_REFUSED_PAGE_REFS:
+		a->refused_refs++;
+		break;
 	default:
 		a->refused_fault++;
 		break;
 	}
+}
+
+/**
+ * pinmem_acct_refused() - one refusal counter of @a
+ * @a: a copy of the counters
+ * @reason: PINMEM_REASON_*
+ *
+ * Return: PINs refused for @reason, 0 for a reason not counted.
+ */
+u64 pinmem_acct_refused(const struct pinmem_acct *a, unsigned int reason)
+{
+	switch (reason) {
+	case PINMEM_REASON_GLOBAL:
+		return a->refused_global;
+	case PINMEM_REASON_USER:
+		return a->refused_user;
+	case PINMEM_REASON_RLIMIT:
+		return a->refused_rlimit;
+	case PINMEM_REASON_FAULT:
+		return a->refused_fault;
+	case PINMEM_REASON_REGIONS:
+		return a->refused_regions;
+	case PINMEM_REASON_CGROUP:
+		return a->refused_cgroup;
+	case PINMEM_REASON_REFS:
+		return a->refused_refs;
+	}
+	return 0;
 }
 
 /**
@@ -1044,7 +1226,11 @@ void pinmem_budget_global(struct pinmem_global_view *v)
 	v->enforce_rlimit = pinmem_enforce_rlimit;
 	v->max_regions_per_file = READ_ONCE(pinmem_max_regions_per_file);
 	v->max_regions_per_user = READ_ONCE(pinmem_max_regions_per_user);
+	v->max_idle_users = READ_ONCE(pinmem_max_idle_users);
+	v->idle_users = pinmem_users_idle_nr;
+	v->evicted_users = pinmem_users_evicted_nr;
 	v->acct = pinmem_global;
+	v->evicted = pinmem_users_evicted;
 	spin_unlock(&pinmem_budget_lock);
 }
 
@@ -1201,7 +1387,8 @@ int pinmem_budget_get_limits(struct pinmem_limits *l)
  */
 int pinmem_budget_set_limits(const struct pinmem_limits *l)
 {
-	struct pinmem_user *spare = NULL, *unused = NULL, *u;
+	struct pinmem_user *spare = NULL, *u, *gone[PINMEM_RETIRE_MAX];
+	unsigned int ngone = 0;
 	u32 uflags = PINMEM_LIMIT_SET_USER | PINMEM_LIMIT_CLEAR_USER;
 	kuid_t uid = INVALID_UID;
 
@@ -1250,7 +1437,7 @@ int pinmem_budget_set_limits(const struct pinmem_limits *l)
 		u = pinmem_user_find(uid);
 		if (u) {
 			u->overridden = false;
-			unused = pinmem_user_unlink_unused(u);
+			ngone = pinmem_user_retire(u, gone);
 		}
 	}
 	if (l->flags & PINMEM_LIMIT_SET_RLIMIT)
@@ -1258,6 +1445,6 @@ int pinmem_budget_set_limits(const struct pinmem_limits *l)
 	spin_unlock(&pinmem_budget_lock);
 
 	pinmem_user_free(spare);
-	pinmem_user_free(unused);
+	pinmem_user_free_all(gone, ngone);
 	return 0;
 }

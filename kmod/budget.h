@@ -34,7 +34,11 @@ struct pinmem_user_view {
  * @enforce_rlimit: RLIMIT_MEMLOCK is checked
  * @max_regions_per_file: cap on one file's regions
  * @max_regions_per_user: cap on one user's regions
+ * @max_idle_users: cap on users kept for their counters alone
+ * @idle_users: users kept for their counters alone now
+ * @evicted_users: users dropped to keep @max_idle_users
  * @acct: counters
+ * @evicted: the counters of the @evicted_users (pins, unpins, refusals)
  */
 struct pinmem_global_view {
 	u64 limit;
@@ -42,7 +46,11 @@ struct pinmem_global_view {
 	bool enforce_rlimit;
 	u32 max_regions_per_file;
 	u32 max_regions_per_user;
+	u32 max_idle_users;
+	u64 idle_users;
+	u64 evicted_users;
 	struct pinmem_acct acct;
+	struct pinmem_acct evicted;
 };
 
 void pinmem_budget_init(void);
@@ -85,6 +93,7 @@ void pinmem_budget_user(kuid_t uid, struct pinmem_user_view *v);
 void pinmem_budget_file(struct pinmem_file *f, struct pinmem_acct *acct);
 void pinmem_budget_file_cgroup(struct pinmem_file *f, u64 *id, u64 *refuser);
 u64 pinmem_budget_round(u64 bytes);
+u64 pinmem_acct_refused(const struct pinmem_acct *a, unsigned int reason);
 void pinmem_budget_enter(void);
 void pinmem_budget_leave(void);
 int pinmem_budget_users_snapshot(struct pinmem_user_view **views, size_t *nr);

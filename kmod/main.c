@@ -238,6 +238,28 @@ static long pinmem_ioc_cgroup(struct pinmem_file *f, void __user *uarg)
 	return ret;
 }
 
+/**
+ * pinmem_ioc_refusals() - PINMEM_IOC_REFUSALS: refused PINs by reason
+ * @f: the file
+ * @uarg: struct pinmem_refusals; flags, pad, pad2 and reserved must be zero,
+ *	the out fields are ignored
+ *
+ * Any holder of the file may ask.
+ *
+ * Return: 0; -EFAULT; -EINVAL.
+ */
+static long pinmem_ioc_refusals(struct pinmem_file *f, void __user *uarg)
+{
+	struct pinmem_refusals r;
+
+	if (copy_from_user(&r, uarg, sizeof(r)))
+		return -EFAULT;
+	if (r.flags || r.pad || r.pad2 || !pinmem_reserved_zero(&r))
+		return -EINVAL;
+	pinmem_refusals_fill(f, &r);
+	return copy_to_user(uarg, &r, sizeof(r)) ? -EFAULT : 0;
+}
+
 typedef long (*pinmem_ioc_fn)(struct pinmem_file *f, void __user *uarg);
 
 /**
@@ -260,6 +282,7 @@ static const struct pinmem_ioc pinmem_iocs[] = {
 	[_IOC_NR(PINMEM_IOC_GET_LIMITS)] = { PINMEM_IOC_GET_LIMITS, pinmem_ioc_get_limits },
 	[_IOC_NR(PINMEM_IOC_SET_LIMITS)] = { PINMEM_IOC_SET_LIMITS, pinmem_ioc_set_limits },
 	[_IOC_NR(PINMEM_IOC_CGROUP)] = { PINMEM_IOC_CGROUP, pinmem_ioc_cgroup },
+	[_IOC_NR(PINMEM_IOC_REFUSALS)] = { PINMEM_IOC_REFUSALS, pinmem_ioc_refusals },
 };
 
 /*

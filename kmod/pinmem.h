@@ -40,8 +40,10 @@ struct user_struct;
  * @refused_user: PINs refused by the per-user budget
  * @refused_rlimit: PINs refused by RLIMIT_MEMLOCK
  * @refused_fault: PINs that failed on the mapping or while pinning
+ *	(@refused_refs not included)
  * @refused_regions: PINs refused by a cap on regions
  * @refused_cgroup: PINs refused by a cgroup budget
+ * @refused_refs: PINs refused for too many references to a folio or page
  * @kmem_bytes: kernel memory used by the bookkeeping of the regions
  *
  * Every instance is guarded by the budget lock (kmod/budget.c).
@@ -60,6 +62,7 @@ struct pinmem_acct {
 	u64 refused_fault;
 	u64 refused_regions;
 	u64 refused_cgroup;
+	u64 refused_refs;
 	u64 kmem_bytes;
 };
 
@@ -146,5 +149,6 @@ void pinmem_files_snapshot_free(struct pinmem_file_view *views, size_t nr);
 int pinmem_stats_init(void);
 void pinmem_stats_exit(void);
 void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st);
+void pinmem_refusals_fill(struct pinmem_file *f, struct pinmem_refusals *r);
 
 #endif /* _PINMEM_H */

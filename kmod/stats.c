@@ -11,15 +11,24 @@
  *   global pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *          unpins N refused_global N refused_user N refused_rlimit N
  *          refused_fault N kmem_bytes N refused_regions N
- *          refused_cgroup N pinning N reserved_bytes N   (one line)
+ *          refused_cgroup N pinning N reserved_bytes N
+ *          refused_refs N                                (one line)
  *   default_user_limit_bytes N
  *   enforce_rlimit 0|1
  *   max_regions_per_file N
  *   max_regions_per_user N
+ *   max_idle_users N
+ *   idle_users N
  *   user uid N pinned_bytes N limit_bytes N peak_bytes N regions N pins N
  *        unpins N refused_global N refused_user N refused_rlimit N
  *        refused_fault N overridden 0|1 kmem_bytes N refused_regions N
- *        refused_cgroup N pinning N reserved_bytes N    (one line per user)
+ *        refused_cgroup N pinning N reserved_bytes N refused_refs N
+ *        (one line per user with a file open, an override, or, kept idle,
+ *        pins or refusals since load)
+ *   users_evicted users N pins N unpins N peak_bytes N refused_global N
+ *        refused_user N refused_rlimit N refused_fault N
+ *        refused_regions N refused_cgroup N refused_refs N
+ *        (the users dropped to keep max_idle_users, their counters summed)
  *   cgroup id N pinned_bytes N limit_bytes N peak_bytes N refused N
  *        (one line per cgroup with pins or a limit; N is the cgroup's id,
  *        its inode number on the cgroup2 mount)
@@ -35,6 +44,12 @@
  * opener's user namespaces (the owner of the outermost one, see
  * include/uapi/pinmem.h); a process line's uid is that user, opener_uid
  * the uid the process opened /dev/pinmem as.
+ *
+ * refused_fault counts refused_refs too (PINs refused for too many
+ * references to a folio or page), on every line, as it did before
+ * refused_refs was added (ABI 1.5): a reader that knows refused_refs
+ * subtracts it.  The
+ * refusals of every user line plus users_evicted make the global ones.
  *
  * Privacy: a reader whose file was opened without CAP_SYS_ADMIN sees the
  * global line and every user's line, but process lines only of its own uid
@@ -83,7 +98,7 @@ static void pinmem_show_acct(struct seq_file *m, const struct pinmem_acct *a,
 	seq_printf(m,
 		   " refused_global %llu refused_user %llu refused_rlimit %llu refused_fault %llu",
 		   a->refused_global, a->refused_user, a->refused_rlimit,
-		   a->refused_fault);
+		   a->refused_fault + a->refused_refs);
 }
 
 /* The fields added since ABI 1.0, at the end of the global and user lines. */
@@ -94,6 +109,21 @@ static void pinmem_show_acct_more(struct seq_file *m,
 		   a->kmem_bytes, a->refused_regions, a->refused_cgroup);
 	seq_printf(m, " pinning %llu reserved_bytes %llu", a->pinning,
 		   a->reserved_bytes);
+	seq_printf(m, " refused_refs %llu", a->refused_refs);
+}
+
+static void pinmem_show_evicted(struct seq_file *m,
+				const struct pinmem_global_view *g)
+{
+	const struct pinmem_acct *a = &g->evicted;
+
+	seq_printf(m, "users_evicted users %llu pins %llu unpins %llu peak_bytes %llu",
+		   g->evicted_users, a->pins, a->unpins, a->peak_bytes);
+	seq_printf(m, " refused_global %llu refused_user %llu refused_rlimit %llu refused_fault %llu",
+		   a->refused_global, a->refused_user, a->refused_rlimit,
+		   a->refused_fault + a->refused_refs);
+	seq_printf(m, " refused_regions %llu refused_cgroup %llu refused_refs %llu\n",
+		   a->refused_regions, a->refused_cgroup, a->refused_refs);
 }
 
 static void pinmem_show_user(struct seq_file *m, const struct pinmem_user_view *v)
@@ -241,9 +271,12 @@ static int pinmem_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "enforce_rlimit %d\n", g.enforce_rlimit);
 	seq_printf(m, "max_regions_per_file %u\n", g.max_regions_per_file);
 	seq_printf(m, "max_regions_per_user %u\n", g.max_regions_per_user);
+	seq_printf(m, "max_idle_users %u\n", g.max_idle_users);
+	seq_printf(m, "idle_users %llu\n", g.idle_users);
 	for (i = 0; i < nr; i++)
 		pinmem_show_user(m, &users[i]);
 	kvfree(users);
+	pinmem_show_evicted(m, &g);
 	ret = pinmem_show_cgroups(m);
 	if (ret)
 		return ret;
@@ -263,7 +296,7 @@ static void pinmem_counters_fill(struct pinmem_counters *c,
 	c->refused_global = a->refused_global;
 	c->refused_user = a->refused_user;
 	c->refused_rlimit = a->refused_rlimit;
-	c->refused_fault = a->refused_fault;
+	c->refused_fault = a->refused_fault + a->refused_refs;	/* as in 1.4 */
 	c->kmem_bytes = a->kmem_bytes;
 	c->refused_regions = a->refused_regions;
 }
@@ -295,6 +328,45 @@ void pinmem_stats_fill(struct pinmem_file *f, struct pinmem_stats *st)
 	pinmem_budget_file_cgroup(f, &st->cgroup_id, &st->refused_cgroup_id);
 	st->refused_cgroup = a.refused_cgroup;
 	memset(st->reserved, 0, sizeof(st->reserved));
+}
+
+static void pinmem_refusals_copy(__u64 *dst, const struct pinmem_acct *a)
+{
+	unsigned int i;
+
+	for (i = 0; i < PINMEM_REASON_COUNT; i++)
+		dst[i] = pinmem_acct_refused(a, i);
+}
+
+/**
+ * pinmem_refusals_fill() - PINMEM_IOC_REFUSALS: refused PINs by reason
+ * @f: the file asked
+ * @r: filled in except @r->flags: the global, the calling user's, @f's and
+ *	the evicted users' refusals, and the bound on idle users
+ */
+void pinmem_refusals_fill(struct pinmem_file *f, struct pinmem_refusals *r)
+{
+	struct pinmem_global_view g;
+	struct pinmem_user_view u;
+	struct pinmem_acct a;
+	kuid_t uid = pinmem_budget_current_user();
+	u32 flags = r->flags;
+
+	pinmem_budget_global(&g);
+	pinmem_budget_user(uid, &u);
+	pinmem_budget_file(f, &a);
+
+	memset(r, 0, sizeof(*r));
+	r->flags = flags;
+	r->uid = from_kuid_munged(current_user_ns(), uid);
+	r->nr_reasons = PINMEM_REASON_COUNT;
+	pinmem_refusals_copy(r->global, &g.acct);
+	pinmem_refusals_copy(r->user, &u.acct);
+	pinmem_refusals_copy(r->file, &a);
+	pinmem_refusals_copy(r->evicted, &g.evicted);
+	r->evicted_users = g.evicted_users;
+	r->idle_users = g.idle_users;
+	r->max_idle_users = g.max_idle_users;
 }
 
 /**

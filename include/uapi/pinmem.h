@@ -72,6 +72,16 @@
  * on the process (mm->pinned_vm) and on the kernel's per-uid locked_vm, as
  * io_uring's is.
  *
+ * Refusals since load (ABI 1.5): every refused PIN is counted by reason
+ * (PINMEM_REASON_*) globally, for its user and for its file.  A user's
+ * counters outlive its last open file: a user no file holds any more whose
+ * counters are not all zero is kept, up to the module parameter
+ * max_idle_users of them; beyond that the one idle longest is dropped and
+ * its counters are added to those of the dropped users (REFUSALS @evicted,
+ * the stats file's users_evicted line), so the sum over users and that
+ * bucket stays the global count and kernel memory stays bounded however
+ * many uids come and go.
+ *
  * Who may act through a file (ABI 1.1): the file belongs to the process that
  * opened it (its thread group, on the mm it had at open).  Only that process
  * may PIN, UNPIN and list REGIONS (addresses of its address space); any other
@@ -87,7 +97,7 @@
 #include <linux/ioctl.h>
 
 #define PINMEM_ABI_MAJOR	1
-#define PINMEM_ABI_MINOR	4
+#define PINMEM_ABI_MINOR	5
 
 #define PINMEM_DEVICE		"/dev/pinmem"
 #define PINMEM_STATS_PATH	"/proc/driver/pinmem/stats"
@@ -137,6 +147,21 @@
 						 * limit (a page mapped and
 						 * pinned many times;
 						 * ETOOMANYREFS; ABI 1.4) */
+
+/*
+ * Refusal counters by reason (ABI 1.5), the index into the arrays of struct
+ * pinmem_refusals.  Each groups PINMEM_REFUSED_* values.
+ */
+#define PINMEM_REASON_GLOBAL	0	/* PINMEM_REFUSED_GLOBAL */
+#define PINMEM_REASON_USER	1	/* PINMEM_REFUSED_USER */
+#define PINMEM_REASON_RLIMIT	2	/* PINMEM_REFUSED_RLIMIT, _RLIMIT_USER */
+#define PINMEM_REASON_FAULT	3	/* any other: _KMEM, _MAPPING, _ACCESS,
+					 * _INTR, _ARGS */
+#define PINMEM_REASON_REGIONS	4	/* PINMEM_REFUSED_REGIONS_FILE, _USER */
+#define PINMEM_REASON_CGROUP	5	/* PINMEM_REFUSED_CGROUP */
+#define PINMEM_REASON_REFS	6	/* PINMEM_REFUSED_FOLIO_PINS, _PAGE_REFS */
+#define PINMEM_REASON_COUNT	7	/* reasons this ABI minor counts */
+#define PINMEM_REASON_SLOTS	16	/* entries of each array */
 
 /* A limit that never refuses. */
 #define PINMEM_UNLIMITED	(~(__u64)0)
@@ -277,7 +302,9 @@ struct pinmem_regions {
  * @refused_global: PINs refused by the global budget
  * @refused_user: PINs refused by the per-user budget
  * @refused_rlimit: PINs refused by RLIMIT_MEMLOCK
- * @refused_fault: PINs that failed while pinning (fault, signal, mapping)
+ * @refused_fault: PINs that failed while pinning (fault, signal, mapping),
+ *	and those refused for too many references to a page or folio (their
+ *	own reason, PINMEM_REASON_REFS, in struct pinmem_refusals from ABI 1.5)
  * @kmem_bytes: kernel memory the module's bookkeeping of these regions uses
  *	(ABI 1.1)
  * @refused_regions: PINs refused by a cap on regions (ABI 1.1)
@@ -335,6 +362,45 @@ struct pinmem_stats {
 	__u64 refused_cgroup;
 	__u64 refused_cgroup_id;
 	__u64 reserved[3];
+};
+
+/**
+ * struct pinmem_refusals - PINMEM_IOC_REFUSALS: refused PINs by reason (ABI 1.5)
+ * @flags: must be zero (in)
+ * @uid: the user @user counts, as STATS's @uid (out)
+ * @nr_reasons: entries of each array the module fills, PINMEM_REASON_COUNT
+ *	of its ABI minor; the rest are zero (out)
+ * @pad: must be zero
+ * @global: PINs refused since the module was loaded, by PINMEM_REASON_* (out)
+ * @user: the same for @uid, since load: kept after its last file is closed
+ *	(see "Refusals since load"; counted from zero again only if dropped)
+ *	(out)
+ * @file: the same for this open file (out)
+ * @evicted: the counters of the users dropped to keep the bound (out)
+ * @evicted_users: users dropped so far (out)
+ * @idle_users: users kept for their counters that no file holds (out)
+ * @max_idle_users: the bound on @idle_users (the module parameter) (out)
+ * @pad2: must be zero
+ * @reserved: must be zero on input
+ *
+ * The out fields are ignored on input.  Each array is copied under one
+ * lock, so its entries agree with each other.  Any holder of the file may
+ * ask.  Errors: EINVAL, EFAULT.
+ */
+struct pinmem_refusals {
+	__u32 flags;
+	__u32 uid;
+	__u32 nr_reasons;
+	__u32 pad;
+	__u64 global[PINMEM_REASON_SLOTS];
+	__u64 user[PINMEM_REASON_SLOTS];
+	__u64 file[PINMEM_REASON_SLOTS];
+	__u64 evicted[PINMEM_REASON_SLOTS];
+	__u64 evicted_users;
+	__u64 idle_users;
+	__u32 max_idle_users;
+	__u32 pad2;
+	__u64 reserved[4];
 };
 
 /* pinmem_limits.flags: which limits SET_LIMITS changes. */
@@ -442,5 +508,6 @@ struct pinmem_cgroup {
 #define PINMEM_IOC_GET_LIMITS	_IOWR(PINMEM_IOC_MAGIC, 0x05, struct pinmem_limits)
 #define PINMEM_IOC_SET_LIMITS	_IOW(PINMEM_IOC_MAGIC, 0x06, struct pinmem_limits)
 #define PINMEM_IOC_CGROUP	_IOWR(PINMEM_IOC_MAGIC, 0x07, struct pinmem_cgroup)
+#define PINMEM_IOC_REFUSALS	_IOWR(PINMEM_IOC_MAGIC, 0x08, struct pinmem_refusals)
 
 #endif /* _UAPI_LINUX_PINMEM_H */

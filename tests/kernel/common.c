@@ -148,6 +148,12 @@ int kt_stats(int fd, struct pinmem_stats *st)
 	return kt_ioctl(fd, PINMEM_IOC_STATS, st);
 }
 
+int kt_refusals(int fd, struct pinmem_refusals *r)
+{
+	memset(r, 0, sizeof(*r));
+	return kt_ioctl(fd, PINMEM_IOC_REFUSALS, r);
+}
+
 int kt_get_limits(int fd, uint32_t uid, struct pinmem_limits *lim)
 {
 	memset(lim, 0, sizeof(*lim));

@@ -37,6 +37,8 @@ int kt_pin(int fd, void *addr, size_t len, struct pinmem_pin *out);
 int kt_pin_handle(int fd, void *addr, size_t len, uint64_t *handle);
 int kt_unpin(int fd, uint64_t handle);
 int kt_stats(int fd, struct pinmem_stats *st);
+/* REFUSALS (ABI 1.5), the struct zeroed first. */
+int kt_refusals(int fd, struct pinmem_refusals *r);
 int kt_get_limits(int fd, uint32_t uid, struct pinmem_limits *lim);
 int kt_set_limits(int fd, const struct pinmem_limits *lim);
 /* Region count of @fd (REGIONS with capacity 0), or -errno. */

@@ -423,7 +423,7 @@ static void bad_commands(void)
 		snprintf(name, sizeof(name), "%s with size 0", known[i].name);
 		CASE(EINVAL, name, kt_ioctl(fd, _IOC(_IOC_DIR(c), _IOC_TYPE(c), _IOC_NR(c), 0), big));
 	}
-	CASE(ENOTTY, "unknown nr 0x08", kt_ioctl(fd, _IOWR(PINMEM_IOC_MAGIC, 0x08, struct pinmem_pin), big));
+	CASE(ENOTTY, "unknown nr 0x09", kt_ioctl(fd, _IOWR(PINMEM_IOC_MAGIC, 0x09, struct pinmem_pin), big));
 	CASE(ENOTTY, "unknown nr 0x80", kt_ioctl(fd, _IOWR(PINMEM_IOC_MAGIC, 0x80, struct pinmem_pin), big));
 	CASE(ENOTTY, "unknown nr 0xff, no data", kt_ioctl(fd, _IO(PINMEM_IOC_MAGIC, 0xff), big));
 	CASE(ENOTTY, "other magic, PIN's nr and size", kt_ioctl(fd, _IOWR(0xB8, 0x01, struct pinmem_pin), big));
