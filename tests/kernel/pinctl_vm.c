@@ -276,12 +276,21 @@ static void status_views(const struct holder *h)
 	kt_ok(has(out, series), "status lists pid %d, pmuser, pctl-pinner, 1 region, 8 MiB", h->pid);
 	kt_ok(has(out, "budgets enforced"), "status says budgets are enforced");
 
+	/* bounded by default: no series per process, the rest as pid="other" */
 	rc = pinctl(ROOT, "status", "--prometheus", NULL);
 	kt_eq(rc, 0, "status --prometheus exits 0");
+	kt_ok(!has(out, "pid=\"1") && !has(out, "pid=\"2") && !has(out, "pid=\"3") &&
+	      !has(out, "comm=\"pctl-pinner\""), "prometheus: no process series by default");
+	kt_eq(prom("pinmem_process_pinned_bytes{pid=\"other\"}"), PIN_BYTES,
+	      "prometheus: pid=\"other\" holds the 8 MiB");
+	rc = pinctl(ROOT, "status", "--prometheus", "--processes=5", NULL);
+	kt_eq(rc, 0, "status --prometheus --processes=5 exits 0");
 	snprintf(series, sizeof(series),
 		 "pinmem_process_pinned_bytes{pid=\"%d\",uid=\"%d\",user=\"%s\",comm=\"pctl-pinner\"}",
 		 h->pid, USER_UID, USER_NAME);
 	kt_eq(prom(series), PIN_BYTES, "prometheus: the process pinned 8 MiB");
+	kt_eq(prom("pinmem_process_pinned_bytes{pid=\"other\"}"), 0,
+	      "prometheus: nothing left for pid=\"other\"");
 	snprintf(series, sizeof(series),
 		 "pinmem_process_regions{pid=\"%d\",uid=\"%d\",user=\"%s\",comm=\"pctl-pinner\"}",
 		 h->pid, USER_UID, USER_NAME);
@@ -651,7 +660,7 @@ static void no_module_view(void)
 	for (tries = 0; tries < 5; tries++) {
 		f0 = vmstat_pinned();
 		m0 = mlocked();
-		rc = pinctl(ROOT, "status", "--prometheus", NULL);
+		rc = pinctl(ROOT, "status", "--prometheus", "--processes=100", NULL);
 		foll = prom("pinmem_machine_foll_pin_bytes");
 		ml = prom("pinmem_machine_mlocked_bytes");
 		if (f0 == vmstat_pinned() && m0 == mlocked())

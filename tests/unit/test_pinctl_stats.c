@@ -2,7 +2,8 @@
 /*
  * tools/pinctl/pinctl_statsfile.c: the stats file parser, tolerant of what a newer
  * compatible module adds and strict about what it cannot read; and
- * tools/pinctl/pinctl_prom.c's label escaping.
+ * tools/pinctl/pinctl_prom.c's label escaping, its bounded process series
+ * and the refusal reasons of ABI 1.5.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -196,7 +197,7 @@ static void cgroup_prom(void **state)
 	snap.cgroups = cgs;
 	snap.nr_cgroups = 4;
 	f = open_memstream(&out, &len);
-	pctl_render_prom(f, &snap);
+	pctl_render_prom(f, &snap, 0);
 	fclose(f);
 	assert_non_null(strstr(out, "# TYPE pinmem_cgroup_pinned_bytes gauge\n"
 				    "pinmem_cgroup_pinned_bytes{cgroup=\"/pods/we\\\"ird\\\\dir\\nx\",id=\"11\"} 4096\n"
@@ -211,7 +212,7 @@ static void cgroup_prom(void **state)
 	out = NULL;
 	snap.abi_minor = 1;
 	f = open_memstream(&out, &len);
-	pctl_render_prom(f, &snap);
+	pctl_render_prom(f, &snap, 0);
 	fclose(f);
 	assert_null(strstr(out, "pinmem_cgroup"));
 	free(out);
@@ -338,6 +339,83 @@ static void sort_largest_first(void **state)
 	assert_int_equal(snap.procs[2].pid, 9);
 }
 
+/*
+ * ABI 1.5: refused_regions, _cgroup and _refs on the global and user lines
+ * (refused_fault, as the module writes it, counts refs too), the bound and
+ * the users_evicted bucket.
+ */
+static void reasons_15(void **state)
+{
+	assert_int_equal(parse("pinmem_stats_version 1\nabi 1.5\n"
+		"global pinned_bytes 0 refused_global 1 refused_user 2 refused_rlimit 3 refused_fault 9 "
+		"refused_regions 5 refused_cgroup 6 refused_refs 7\n"
+		"max_idle_users 4\nidle_users 3\n"
+		"user uid 7 pinned_bytes 0 refused_fault 1 refused_refs 1 refused_cgroup 2\n"
+		"users_evicted users 11 pins 4 unpins 4 peak_bytes 0 refused_global 1 refused_user 0 "
+		"refused_rlimit 0 refused_fault 3 refused_regions 0 refused_cgroup 0 refused_refs 2\n"), 0);
+	assert_int_equal(snap.global.refused[PCTL_REF_FAULT], 2);
+	assert_int_equal(snap.global.refused[PCTL_REF_REGIONS], 5);
+	assert_int_equal(snap.global.refused[PCTL_REF_CGROUP], 6);
+	assert_int_equal(snap.global.refused[PCTL_REF_REFS], 7);
+	assert_int_equal(snap.users[0].c.refused[PCTL_REF_FAULT], 0);
+	assert_int_equal(snap.users[0].c.refused[PCTL_REF_REFS], 1);
+	assert_int_equal(snap.users[0].c.refused[PCTL_REF_CGROUP], 2);
+	assert_true(snap.have_evicted);
+	assert_int_equal(snap.max_idle_users, 4);
+	assert_int_equal(snap.idle_users, 3);
+	assert_int_equal(snap.evicted_users, 11);
+	assert_int_equal(snap.evicted.pins, 4);
+	assert_int_equal(snap.evicted.refused[PCTL_REF_GLOBAL], 1);
+	assert_int_equal(snap.evicted.refused[PCTL_REF_FAULT], 1);
+	assert_int_equal(snap.evicted.refused[PCTL_REF_REFS], 2);
+	/* a 1.4 module: no refs key, refused_fault stays as written */
+	pctl_snapshot_free(&snap);
+	memset(&snap, 0, sizeof(snap));
+	assert_int_equal(parse(HEAD "global refused_fault 9\n"), 0);
+	assert_int_equal(snap.global.refused[PCTL_REF_FAULT], 9);
+	assert_false(snap.have_evicted);
+	assert_int_equal(parse(HEAD "users_evicted users x\n"), -EPROTO);
+}
+
+static char *render(size_t max)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	pctl_render_prom(f, &snap, max);
+	fclose(f);
+	return out;
+}
+
+/* Process series: the top N, then pid="other" with the rest; 0 by default. */
+static void prom_processes(void **state)
+{
+	char *out;
+
+	assert_int_equal(parse(HEAD
+		"process pid 10 uid 1 comm a regions 1 pinned_bytes 100 mm_pinned_bytes 100\n"
+		"process pid 11 uid 1 comm b regions 2 pinned_bytes 300 mm_pinned_bytes 300\n"
+		"process pid 12 uid 1 comm c regions 3 pinned_bytes 200 mm_pinned_bytes 200\n"), 0);
+	pctl_snapshot_sort(&snap);
+	out = render(0);
+	assert_null(strstr(out, "pid=\"1"));
+	assert_non_null(strstr(out, "pinmem_process_pinned_bytes{pid=\"other\"} 600\n"));
+	assert_non_null(strstr(out, "pinmem_process_regions{pid=\"other\"} 6\n"));
+	assert_non_null(strstr(out, "pinmem_processes 3\n"));
+	free(out);
+	out = render(2);
+	assert_non_null(strstr(out, "pinmem_process_pinned_bytes{pid=\"11\",uid=\"1\",user=\"\",comm=\"b\"} 300\n"
+				    "pinmem_process_pinned_bytes{pid=\"12\",uid=\"1\",user=\"\",comm=\"c\"} 200\n"
+				    "pinmem_process_pinned_bytes{pid=\"other\"} 100\n"));
+	assert_null(strstr(out, "pid=\"10\""));
+	free(out);
+	out = render(5);
+	assert_non_null(strstr(out, "pid=\"10\""));
+	assert_non_null(strstr(out, "pinmem_process_pinned_bytes{pid=\"other\"} 0\n"));
+	free(out);
+}
+
 static void prom_label(void **state)
 {
 	char *buf = NULL;
@@ -365,6 +443,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(merge_process_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(comm_forms, setup, teardown),
 		cmocka_unit_test_setup_teardown(sort_largest_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(reasons_15, setup, teardown),
+		cmocka_unit_test_setup_teardown(prom_processes, setup, teardown),
 		cmocka_unit_test(prom_label),
 	};
 

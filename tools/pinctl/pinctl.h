@@ -68,8 +68,13 @@ char *pctl_format_size(uint64_t bytes, char *buf, size_t len);
 /* RLIMIT_MEMLOCK of this process from /proc/self/limits (UNLIMITED if none). */
 int pctl_memlock_limit(const struct pctl_env *env, uint64_t *soft, uint64_t *hard);
 
-/* Counters of one budget, as struct pinmem_counters. */
-enum { PCTL_REF_GLOBAL, PCTL_REF_USER, PCTL_REF_RLIMIT, PCTL_REF_FAULT, PCTL_NR_REF };
+/*
+ * Counters of one budget, as struct pinmem_counters; refusals by reason in
+ * the order of PINMEM_REASON_* (ABI 1.5: regions, cgroup and refs; an older
+ * module counts refs as fault and shows no cgroup reason per user).
+ */
+enum { PCTL_REF_GLOBAL, PCTL_REF_USER, PCTL_REF_RLIMIT, PCTL_REF_FAULT, PCTL_REF_REGIONS,
+       PCTL_REF_CGROUP, PCTL_REF_REFS, PCTL_NR_REF };
 extern const char *const pctl_ref_names[PCTL_NR_REF];
 
 struct pctl_counters {
@@ -132,6 +137,10 @@ struct pctl_snapshot {
 	int64_t hidden_procs;
 	struct pctl_cgroup *cgroups;
 	size_t nr_cgroups;
+	/* ABI 1.5: users kept for their counters, and those summed once dropped */
+	bool have_evicted;
+	uint64_t max_idle_users, idle_users, evicted_users;
+	struct pctl_counters evicted;	/* pins, unpins, peak, refused */
 	/* The whole machine, from the kernel's own counters (always read). */
 	uint64_t mem_total;
 	uint64_t mlocked;
@@ -219,7 +228,27 @@ void pctl_json_limit(struct pctl_json *j, uint64_t v);
 /* Renderers of a snapshot. */
 void pctl_render_text(FILE *f, const struct pctl_snapshot *snap, int max_procs);
 void pctl_render_json(struct pctl_json *j, const struct pctl_snapshot *snap);
-void pctl_render_prom(FILE *f, const struct pctl_snapshot *snap);
+/*
+ * Per-process series: the @max_procs largest holders (the snapshot's sort
+ * order) and one pid="other" series with the rest, so the series count does
+ * not grow with the processes; `status --processes=N`, 0 by default.
+ */
+#define PCTL_PROM_PROCS_DEFAULT	0
+#define PCTL_PROM_PROCS_MAX	10000
+void pctl_render_prom(FILE *f, const struct pctl_snapshot *snap, size_t max_procs);
+/*
+ * An output file replaced atomically (pinctl_output.c): written as a hidden
+ * temporary file in the same directory, renamed over @path by commit.
+ */
+struct pctl_output {
+	FILE *f;
+	char path[4096];
+	char tmp[4096 + 16];
+};
+int pctl_output_open(struct pctl_output *o, const char *path, char *why, size_t why_len);
+int pctl_output_commit(struct pctl_output *o, char *why, size_t why_len);
+void pctl_output_abort(struct pctl_output *o);
+
 /* Prometheus label value escaping (backslash, quote, newline). */
 void pctl_prom_label(FILE *f, const char *s);
 

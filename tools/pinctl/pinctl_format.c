@@ -77,6 +77,17 @@ static void render_global(FILE *f, const struct pctl_snapshot *snap)
 		fprintf(f, "%s%s %llu", i ? ", " : "", pctl_ref_names[i],
 			(unsigned long long)g->refused[i]);
 	fputc('\n', f);
+	if (snap->have_evicted && snap->evicted_users) {
+		uint64_t refused = 0;
+
+		for (int i = 0; i < PCTL_NR_REF; i++)
+			refused += snap->evicted.refused[i];
+		fprintf(f, "         %llu user%s without open files dropped from the table "
+			"(max %llu kept), %llu refusal%s summed\n",
+			(unsigned long long)snap->evicted_users, snap->evicted_users == 1 ? "" : "s",
+			(unsigned long long)snap->max_idle_users, (unsigned long long)refused,
+			refused == 1 ? "" : "s");
+	}
 	fprintf(f, "limits   default per user %s, RLIMIT_MEMLOCK %s\n",
 		pctl_format_size(snap->default_user_limit, a, sizeof(a)),
 		snap->enforce_rlimit < 0 ? "unknown" :

@@ -5,6 +5,18 @@
  */
 #include "pinctl.h"
 
+/* "refused": {reason: count, ...} */
+static void refused(struct pctl_json *j, const uint64_t *by_reason)
+{
+	pctl_json_key(j, "refused");
+	pctl_json_obj_begin(j);
+	for (int i = 0; i < PCTL_NR_REF; i++) {
+		pctl_json_key(j, pctl_ref_names[i]);
+		pctl_json_u64(j, by_reason[i]);
+	}
+	pctl_json_obj_end(j);
+}
+
 static void counters(struct pctl_json *j, const struct pctl_counters *c)
 {
 	pctl_json_key(j, "pinned_bytes");
@@ -19,13 +31,7 @@ static void counters(struct pctl_json *j, const struct pctl_counters *c)
 	pctl_json_u64(j, c->pins);
 	pctl_json_key(j, "unpins");
 	pctl_json_u64(j, c->unpins);
-	pctl_json_key(j, "refused");
-	pctl_json_obj_begin(j);
-	for (int i = 0; i < PCTL_NR_REF; i++) {
-		pctl_json_key(j, pctl_ref_names[i]);
-		pctl_json_u64(j, c->refused[i]);
-	}
-	pctl_json_obj_end(j);
+	refused(j, c->refused);
 }
 
 static void machine(struct pctl_json *j, const struct pctl_snapshot *snap)
@@ -128,6 +134,18 @@ void pctl_render_json(struct pctl_json *j, const struct pctl_snapshot *snap)
 		for (size_t i = 0; i < snap->nr_procs; i++)
 			process(j, snap, &snap->procs[i]);
 		pctl_json_arr_end(j);
+	}
+	if (snap->module && snap->have_evicted) {
+		pctl_json_key(j, "users_evicted");
+		pctl_json_obj_begin(j);
+		pctl_json_key(j, "users");
+		pctl_json_u64(j, snap->evicted_users);
+		pctl_json_key(j, "idle_users");
+		pctl_json_u64(j, snap->idle_users);
+		pctl_json_key(j, "max_idle_users");
+		pctl_json_u64(j, snap->max_idle_users);
+		refused(j, snap->evicted.refused);
+		pctl_json_obj_end(j);
 	}
 	if (snap->module && snap->source == PCTL_SRC_PROC) {
 		pctl_cgroup_json(j, snap, false);

@@ -39,12 +39,17 @@ void pctl_help_main(FILE *f)
 
 void pctl_help_status(FILE *f)
 {
-	fputs("Usage: pinctl status [--json | --prometheus] [--source SRC]\n"
+	fputs("Usage: pinctl status [--json | --prometheus [--processes=N]] [--source SRC]\n"
+	      "                     [--output FILE]\n"
 	      "Show pinned memory: the global budget with a bar, peak, refusals by\n"
 	      "reason since load, a table per user (pinned / limit) and per process.\n"
 	      "\n"
 	      "  --json          one JSON object; bytes as integers, unlimited as null\n"
 	      "  --prometheus    node exporter textfile format\n"
+	      "  --processes=N   with --prometheus: series for the N largest holders (0 to\n"
+	      "                  10000, default 0), the rest summed as pid=\"other\"\n"
+	      "  --output FILE   replace FILE atomically (a temporary file in its\n"
+	      "                  directory, renamed over it), for the node exporter\n"
 	      "  --source SRC    auto (default), proc (/proc/driver/pinmem/stats),\n"
 	      "                  ioctl (STATS ioctl: global and your own user only),\n"
 	      "                  kernel (no module: /proc/vmstat, meminfo, PID/status)\n"
@@ -58,21 +63,23 @@ void pctl_help_status(FILE *f)
 	      "  pinmem_machine_mlocked_bytes, pinmem_machine_memory_bytes,\n"
 	      "  pinmem_pinned_bytes, pinmem_limit_bytes (+Inf: none), pinmem_peak_bytes,\n"
 	      "  pinmem_regions, pinmem_pins_total, pinmem_unpins_total,\n"
-	      "  pinmem_refused_total{reason=global|user|rlimit|fault},\n"
+	      "  pinmem_refused_total{reason=global|user|rlimit|fault|regions|cgroup|refs},\n"
 	      "  pinmem_default_user_limit_bytes, pinmem_enforce_rlimit,\n"
 	      "  pinmem_user_{pinned_bytes,limit_bytes,peak_bytes,regions}{uid,user},\n"
 	      "  pinmem_user_{pins,unpins}_total{uid,user},\n"
-	      "  pinmem_user_refused_total{uid,user,reason},\n"
+	      "  pinmem_user_refused_total{uid,user,reason} (kept after the user's\n"
+	      "  processes exit; ABI 1.5: pinmem_idle_users, pinmem_max_idle_users,\n"
+	      "  pinmem_evicted_users_total, pinmem_evicted_user_refused_total{reason}),\n"
 	      "  pinmem_cgroup_{pinned_bytes,limit_bytes,peak_bytes}{cgroup},\n"
 	      "  pinmem_cgroup_refused_total{cgroup} (limit_bytes only where one is set),\n"
-	      "  pinmem_process_{pinned_bytes,regions,mm_pinned_bytes}{pid,uid,user,comm},\n"
-	      "  without the module: pinmem_process_{vmpin,vmlck}_bytes{pid,uid,user,comm}\n"
+	      "  pinmem_processes, pinmem_process_{pinned_bytes,regions,mm_pinned_bytes}\n"
+	      "  {pid,uid,user,comm}; without the module pinmem_process_{vmpin,vmlck}_bytes:\n"
+	      "  only the --processes=N largest, plus {pid=\"other\"} with the rest\n"
 	      "\n"
 	      "Examples:\n"
 	      "  pinctl status\n"
 	      "  pinctl status --json | jq '.users[] | {user, pinned_bytes}'\n"
-	      "  pinctl status --prometheus > /var/lib/node_exporter/textfile/pinmem.prom.$$ &&\n"
-	      "    mv /var/lib/node_exporter/textfile/pinmem.prom.$$ /var/lib/node_exporter/textfile/pinmem.prom\n",
+	      "  systemctl enable pinmem-metrics.timer   # writes the textfile every 15 s\n",
 	      f);
 }
 

@@ -4,6 +4,12 @@
  * and one TYPE line per family, then its samples; counters end in _total;
  * an unlimited limit is +Inf.  The metric names are listed in `pinctl help
  * status` and the man page.
+ *
+ * Series are bounded by default: machine, user (uid, user), cgroup (cgroup,
+ * id) and reason labels only.  Process series (pid, comm: a new series for
+ * every job and restart) are the N largest holders that --processes=N asks
+ * for, 0 by default, plus one pid="other" series with the rest, so the sums
+ * over a family stay the machine's.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -72,6 +78,87 @@ static void proc_labels(FILE *f, const char *name, const struct pctl_proc *p)
 	fputs("\",comm=\"", f);
 	pctl_prom_label(f, p->comm);
 	fputs("\"}", f);
+}
+
+struct proc_metric {
+	const char *name;
+	const char *help;
+	size_t off;
+};
+
+#define P(f) offsetof(struct pctl_proc, f)
+static const struct proc_metric module_procs[] = {
+	{ "pinmem_process_pinned_bytes",
+	  "Bytes this process pinned through pinmem (pid=\"other\": the rest).", P(pinned_bytes) },
+	{ "pinmem_process_regions",
+	  "pinmem regions this process holds (pid=\"other\": the rest).", P(regions) },
+	{ "pinmem_process_mm_pinned_bytes",
+	  "The process's pinned_vm (VmPin) in bytes, all drivers (pid=\"other\": the rest).",
+	  P(mm_pinned_bytes) },
+}, kernel_procs[] = {
+	{ "pinmem_process_vmpin_bytes",
+	  "VmPin of the process (/proc/PID/status), all drivers (pid=\"other\": the rest).",
+	  P(vm_pin) },
+	{ "pinmem_process_vmlck_bytes",
+	  "VmLck (mlock) of the process (pid=\"other\": the rest).", P(vm_lck) },
+};
+#undef P
+
+static void proc_family(FILE *f, const struct proc_metric *m,
+			const struct pctl_snapshot *snap, size_t max)
+{
+	const char *name = m->name;
+	size_t off = m->off;
+	uint64_t rest = 0;
+
+	family(f, name, "gauge", m->help);
+	for (size_t i = 0; i < snap->nr_procs; i++) {
+		uint64_t v = *(const uint64_t *)((const char *)&snap->procs[i] + off);
+
+		if (i >= max) {
+			rest += v;
+			continue;
+		}
+		proc_labels(f, name, &snap->procs[i]);
+		value(f, v, false);
+	}
+	fprintf(f, "%s{pid=\"other\"}", name);
+	value(f, rest, false);
+}
+
+/*
+ * Each per-process family of @m: a series for each of the first @max
+ * processes (largest first), then pid="other" with the sum of the rest (0
+ * if none), after the count of processes.
+ */
+static void render_procs(FILE *f, const struct pctl_snapshot *snap, size_t max,
+			 const struct proc_metric *m, size_t nr_m)
+{
+	gauge(f, "pinmem_processes",
+	      snap->module ? "Processes with /dev/pinmem open (the stats file's process rows)."
+			   : "Processes with VmPin or VmLck.",
+	      snap->nr_procs, false);
+	for (size_t k = 0; k < nr_m; k++)
+		proc_family(f, &m[k], snap, max);
+}
+
+/* ABI 1.5: the users kept for their counters and those dropped (bounded). */
+static void render_evicted(FILE *f, const struct pctl_snapshot *snap)
+{
+	if (!snap->have_evicted)
+		return;
+	gauge(f, "pinmem_idle_users", "Users without open files kept for their counters.",
+	      snap->idle_users, false);
+	gauge(f, "pinmem_max_idle_users", "Bound on the idle users kept (max_idle_users).",
+	      snap->max_idle_users, false);
+	family(f, "pinmem_evicted_users_total", "counter",
+	       "Idle users dropped to keep the bound; their counters go to the evicted series.");
+	fprintf(f, "pinmem_evicted_users_total %" PRIu64 "\n", snap->evicted_users);
+	family(f, "pinmem_evicted_user_refused_total", "counter",
+	       "Refusals of the dropped users, by reason (users' + these = pinmem_refused_total).");
+	for (int r = 0; r < PCTL_NR_REF; r++)
+		fprintf(f, "pinmem_evicted_user_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+			pctl_ref_names[r], snap->evicted.refused[r]);
 }
 
 struct user_metric {
@@ -144,7 +231,7 @@ static void render_cgroups(FILE *f, const struct pctl_snapshot *snap)
 	}
 }
 
-static void render_module(FILE *f, const struct pctl_snapshot *snap)
+static void render_module(FILE *f, const struct pctl_snapshot *snap, size_t max)
 {
 	const struct pctl_counters *g = &snap->global;
 
@@ -187,44 +274,15 @@ static void render_module(FILE *f, const struct pctl_snapshot *snap)
 			value(f, snap->users[i].c.refused[r], false);
 		}
 	}
+	render_evicted(f, snap);
 	if (snap->source != PCTL_SRC_PROC)
 		return;
 	if (snap->abi_major > 1 || snap->abi_minor >= 2)
 		render_cgroups(f, snap);
-	family(f, "pinmem_process_pinned_bytes", "gauge", "Bytes this process pinned through pinmem.");
-	for (size_t i = 0; i < snap->nr_procs; i++) {
-		proc_labels(f, "pinmem_process_pinned_bytes", &snap->procs[i]);
-		value(f, snap->procs[i].pinned_bytes, false);
-	}
-	family(f, "pinmem_process_regions", "gauge", "pinmem regions this process holds.");
-	for (size_t i = 0; i < snap->nr_procs; i++) {
-		proc_labels(f, "pinmem_process_regions", &snap->procs[i]);
-		value(f, snap->procs[i].regions, false);
-	}
-	family(f, "pinmem_process_mm_pinned_bytes", "gauge",
-	       "The process's pinned_vm (VmPin) in bytes, all drivers.");
-	for (size_t i = 0; i < snap->nr_procs; i++) {
-		proc_labels(f, "pinmem_process_mm_pinned_bytes", &snap->procs[i]);
-		value(f, snap->procs[i].mm_pinned_bytes, false);
-	}
+	render_procs(f, snap, max, module_procs, sizeof(module_procs) / sizeof(module_procs[0]));
 }
 
-static void render_kernel(FILE *f, const struct pctl_snapshot *snap)
-{
-	family(f, "pinmem_process_vmpin_bytes", "gauge",
-	       "VmPin of the process (/proc/PID/status), all drivers.");
-	for (size_t i = 0; i < snap->nr_procs; i++) {
-		proc_labels(f, "pinmem_process_vmpin_bytes", &snap->procs[i]);
-		value(f, snap->procs[i].vm_pin, false);
-	}
-	family(f, "pinmem_process_vmlck_bytes", "gauge", "VmLck (mlock) of the process.");
-	for (size_t i = 0; i < snap->nr_procs; i++) {
-		proc_labels(f, "pinmem_process_vmlck_bytes", &snap->procs[i]);
-		value(f, snap->procs[i].vm_lck, false);
-	}
-}
-
-void pctl_render_prom(FILE *f, const struct pctl_snapshot *snap)
+void pctl_render_prom(FILE *f, const struct pctl_snapshot *snap, size_t max_procs)
 {
 	gauge(f, "pinmem_module_loaded", "1 if the pinmem module is loaded and enforcing budgets.",
 	      snap->module, false);
@@ -235,7 +293,8 @@ void pctl_render_prom(FILE *f, const struct pctl_snapshot *snap)
 	gauge(f, "pinmem_machine_mlocked_bytes", "Mlocked from /proc/meminfo.", snap->mlocked, false);
 	gauge(f, "pinmem_machine_memory_bytes", "MemTotal from /proc/meminfo.", snap->mem_total, false);
 	if (snap->module)
-		render_module(f, snap);
+		render_module(f, snap, max_procs);
 	else
-		render_kernel(f, snap);
+		render_procs(f, snap, max_procs, kernel_procs,
+			     sizeof(kernel_procs) / sizeof(kernel_procs[0]));
 }

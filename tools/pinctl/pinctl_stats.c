@@ -19,7 +19,9 @@
 #include "uapi/pinmem.h"
 #include "pinctl.h"
 
-const char *const pctl_ref_names[PCTL_NR_REF] = { "global", "user", "rlimit", "fault" };
+const char *const pctl_ref_names[PCTL_NR_REF] = {
+	"global", "user", "rlimit", "fault", "regions", "cgroup", "refs",
+};
 
 const char *pctl_source_name(enum pctl_source src)
 {
@@ -198,6 +200,26 @@ static void counters_from(struct pctl_counters *c, const struct pinmem_counters 
 	c->refused[PCTL_REF_USER] = k->refused_user;
 	c->refused[PCTL_REF_RLIMIT] = k->refused_rlimit;
 	c->refused[PCTL_REF_FAULT] = k->refused_fault;
+	c->refused[PCTL_REF_REGIONS] = k->refused_regions;
+}
+
+/* ABI 1.5: every reason, the cgroup and refs ones included, and the bound. */
+static void refusals_from(int fd, struct pctl_snapshot *snap)
+{
+	struct pinmem_refusals r;
+
+	memset(&r, 0, sizeof(r));
+	if (ioctl(fd, PINMEM_IOC_REFUSALS, &r))
+		return;
+	for (int i = 0; i < PCTL_NR_REF && i < (int)r.nr_reasons; i++) {
+		snap->global.refused[i] = r.global[i];
+		snap->users[0].c.refused[i] = r.user[i];
+		snap->evicted.refused[i] = r.evicted[i];
+	}
+	snap->have_evicted = true;
+	snap->evicted_users = r.evicted_users;
+	snap->idle_users = r.idle_users;
+	snap->max_idle_users = r.max_idle_users;
 }
 
 static int collect_ioctl(const struct pctl_env *env, struct pctl_snapshot *snap,
@@ -232,10 +254,11 @@ static int collect_ioctl(const struct pctl_env *env, struct pctl_snapshot *snap,
 		snap->default_user_limit = lim.default_user_limit;
 		snap->enforce_rlimit = (int)lim.enforce_rlimit;
 	}
-	close(fd);
 	snap->users = calloc(1, sizeof(*snap->users));
-	if (!snap->users)
+	if (!snap->users) {
+		close(fd);
 		return -ENOMEM;
+	}
 	snap->module = true;
 	snap->source = PCTL_SRC_IOCTL;
 	snap->abi_major = maj;
@@ -245,6 +268,9 @@ static int collect_ioctl(const struct pctl_env *env, struct pctl_snapshot *snap,
 	snap->users[0].uid = st.uid;
 	snap->users[0].overridden = lim.user_flags & PINMEM_USER_OVERRIDDEN;
 	counters_from(&snap->users[0].c, &st.user);
+	if (maj > 1 || min >= 5)
+		refusals_from(fd, snap);
+	close(fd);
 	return 0;
 }
 

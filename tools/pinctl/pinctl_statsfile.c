@@ -32,7 +32,18 @@ static const struct key_off counter_keys[] = {
 	{ "refused_user", C(refused[PCTL_REF_USER]) },
 	{ "refused_rlimit", C(refused[PCTL_REF_RLIMIT]) },
 	{ "refused_fault", C(refused[PCTL_REF_FAULT]) },
+	{ "refused_regions", C(refused[PCTL_REF_REGIONS]) },
+	{ "refused_cgroup", C(refused[PCTL_REF_CGROUP]) },
+	{ "refused_refs", C(refused[PCTL_REF_REFS]) },
 };
+
+/* The module's refused_fault counts refused_refs too (ABI 1.5 split them). */
+static void split_fault(struct pctl_counters *c)
+{
+	uint64_t *fault = &c->refused[PCTL_REF_FAULT];
+
+	*fault -= *fault < c->refused[PCTL_REF_REFS] ? *fault : c->refused[PCTL_REF_REFS];
+}
 #undef C
 
 static const char *const proc_keys[] = {
@@ -135,6 +146,7 @@ static int parse_user(char **tok, int n, struct pctl_snapshot *snap, const char 
 			return -EPROTO;
 		}
 	}
+	split_fault(&u->c);
 	snap->nr_users++;
 	return 0;
 }
@@ -253,6 +265,25 @@ static int parse_line(char **tok, int n, struct pctl_snapshot *snap, bool *versi
 			if (set_counter(&snap->global, tok[i], tok[i + 1], &known))
 				goto bad_value;
 		}
+		split_fault(&snap->global);
+	} else if (!strcmp(tok[0], "users_evicted")) {
+		for (int i = 1; i + 1 < n; i += 2) {
+			bad = tok[i];
+			if (!strcmp(tok[i], "users")) {
+				if (pctl_parse_u64(tok[i + 1], &snap->evicted_users))
+					goto bad_value;
+			} else if (set_counter(&snap->evicted, tok[i], tok[i + 1], &known)) {
+				goto bad_value;
+			}
+		}
+		split_fault(&snap->evicted);
+		snap->have_evicted = true;
+	} else if (!strcmp(tok[0], "max_idle_users")) {
+		if (n < 2 || pctl_parse_u64(tok[1], &snap->max_idle_users))
+			goto bad_value;
+	} else if (!strcmp(tok[0], "idle_users")) {
+		if (n < 2 || pctl_parse_u64(tok[1], &snap->idle_users))
+			goto bad_value;
 	} else if (!strcmp(tok[0], "default_user_limit_bytes")) {
 		if (n < 2 || pctl_parse_u64(tok[1], &snap->default_user_limit))
 			goto bad_value;

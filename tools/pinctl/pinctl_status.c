@@ -12,13 +12,19 @@ int pctl_cmd_status(const struct pctl_env *env, int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
 		{ "source", required_argument, NULL, 's' },
+		{ "processes", required_argument, NULL, 'P' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum pctl_source src = PCTL_SRC_AUTO;
 	struct pctl_snapshot snap;
-	bool json = false, prom = false;
-	char why[256];
+	bool json = false, prom = false, procs_set = false;
+	uint64_t procs = PCTL_PROM_PROCS_DEFAULT;
+	const char *output = NULL;
+	struct pctl_output o;
+	char why[256 + 4096];
+	FILE *out;
 	int c;
 
 	optind = 0;
@@ -35,6 +41,17 @@ int pctl_cmd_status(const struct pctl_env *env, int argc, char **argv)
 			if (pctl_parse_source(env, "status", optarg, &src))
 				return PCTL_EXIT_USAGE;
 			break;
+		case 'P':
+			if (pctl_parse_u64(optarg, &procs) || procs > PCTL_PROM_PROCS_MAX) {
+				pctl_err(env, "status: --processes takes a count of processes from 0 to %d, not \"%s\"",
+					 PCTL_PROM_PROCS_MAX, optarg);
+				return PCTL_EXIT_USAGE;
+			}
+			procs_set = true;
+			break;
+		case 'o':
+			output = optarg;
+			break;
 		case 'h':
 			pctl_help_status(env->out);
 			return PCTL_EXIT_OK;
@@ -48,21 +65,38 @@ int pctl_cmd_status(const struct pctl_env *env, int argc, char **argv)
 		pctl_err(env, "status: --json and --prometheus exclude each other");
 		return PCTL_EXIT_USAGE;
 	}
+	if (procs_set && !prom) {
+		pctl_err(env, "status: --processes applies to --prometheus (text and JSON list every process)");
+		return PCTL_EXIT_USAGE;
+	}
 	if (pctl_snapshot_collect(env, src, &snap, why, sizeof(why))) {
 		pctl_err(env, "status: %s", why);
 		return PCTL_EXIT_FAIL;
 	}
+	out = env->out;
+	if (output) {
+		if (pctl_output_open(&o, output, why, sizeof(why))) {
+			pctl_err(env, "status: %s", why);
+			pctl_snapshot_free(&snap);
+			return PCTL_EXIT_FAIL;
+		}
+		out = o.f;
+	}
 	if (json) {
 		struct pctl_json j;
 
-		pctl_json_init(&j, env->out, true);
+		pctl_json_init(&j, out, true);
 		pctl_render_json(&j, &snap);
 		pctl_json_done(&j);
 	} else if (prom) {
-		pctl_render_prom(env->out, &snap);
+		pctl_render_prom(out, &snap, (size_t)procs);
 	} else {
-		pctl_render_text(env->out, &snap, -1);
+		pctl_render_text(out, &snap, -1);
 	}
 	pctl_snapshot_free(&snap);
+	if (output && pctl_output_commit(&o, why, sizeof(why))) {
+		pctl_err(env, "status: %s", why);
+		return PCTL_EXIT_FAIL;
+	}
 	return PCTL_EXIT_OK;
 }

@@ -4,7 +4,8 @@
 # recorded tree (trees/NAME/{proc,sys,dev} through PINCTL_PROC_ROOT,
 # PINCTL_SYS_ROOT, PINCTL_DEV_ROOT, users from ./passwd) and compare exit
 # status, stdout and stderr with expected/CASE.{out,err}.  JSON outputs must
-# parse (python3 -m json.tool), Prometheus outputs must pass promcheck.py, and
+# parse (python3 -m json.tool), Prometheus outputs must pass promcheck.py and
+# Prometheus' own `promtool check metrics` (Debian's prometheus package), and
 # a failing case must say why in exactly one line on stderr.
 #
 # usage: run.sh PINCTL [CASE...]       UPDATE=1 run.sh ... rewrites expected/
@@ -14,6 +15,8 @@ shift
 cd "$(dirname "$0")"
 [ -x "$pinctl" ] || { echo "pinctl-check: no executable $pinctl" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "pinctl-check: python3 is needed" >&2; exit 1; }
+command -v promtool >/dev/null ||
+	{ echo "pinctl-check: promtool is needed (apt-get install prometheus; scripts/install-deps.sh)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p expected
@@ -32,6 +35,12 @@ for bad in '# TYPE a counter\na 1\n' '# TYPE a_total counter\na_total 1\na_total
 	'x 1\n' '# TYPE x gauge\nx 1e\n' '# TYPE x gauge\nx 1'; do
 	if printf "$bad" | python3 promcheck.py >/dev/null; then
 		echo "pinctl-check: FAIL promcheck.py accepts bad input: $bad"
+		nfail=$((nfail + 1))
+	fi
+done
+for bad in '# TYPE a counter\na 1\n' '# HELP x y\n# TYPE x gauge\nx{a="b} 1\n'; do
+	if printf "$bad" | promtool check metrics >/dev/null 2>&1; then
+		echo "pinctl-check: FAIL promtool accepts bad input: $bad"
 		nfail=$((nfail + 1))
 	fi
 done
@@ -114,7 +123,9 @@ while read -r case tree want args; do
 		fi ;;
 	*prom*)
 		[ "$rc" != 0 ] ||
-			python3 promcheck.py "$out.raw" || fail "output breaks the Prometheus text format" ;;
+			python3 promcheck.py "$out.raw" || fail "output breaks the Prometheus text format"
+		[ "$rc" != 0 ] || promtool check metrics <"$out.raw" >"$tmp/promtool" 2>&1 ||
+			fail "promtool check metrics: $(head -c 300 "$tmp/promtool")" ;;
 	esac
 	[ "$n" = "$nfail" ] && npass=$((npass + 1))
 done <cases.txt
@@ -133,6 +144,28 @@ if command -v script >/dev/null && case $only in "  "|*" top-tty "*) true ;; *) 
 	else
 		fail "two cleared frames of 2 processes and '(2 more)' expected:"
 		cat -v "$tmp/tty" | head -n 30
+	fi
+fi
+
+# The default Prometheus output has as many series with 5 processes as with
+# 205: the per-process families hold only pid="other" unless asked.
+if case $only in "  "|*" prom-bounded "*) true ;; *) false ;; esac; then
+	case=prom-bounded
+	cp -a trees/module15 "$tmp/many"
+	for i in $(seq 1 200); do
+		echo "process pid $((10000 + i)) uid 1000 comm job$i regions 1 pinned_bytes 4096 mm_pinned_bytes 4096"
+	done >>"$tmp/many/proc/driver/pinmem/stats"
+	series() {
+		PINCTL_PROC_ROOT=$1/proc PINCTL_SYS_ROOT=$1/sys PINCTL_DEV_ROOT=$1/dev PINCTL_PASSWD=passwd \
+			"$pinctl" status --prometheus "$2" | grep -vc '^#'
+	}
+	few=$(series trees/module15 --processes=0)
+	many=$(series "$tmp/many" --processes=0)
+	top=$(series "$tmp/many" --processes=3)
+	if [ "$few" = "$many" ] && [ "$top" = $((few + 3 * 3)) ]; then
+		npass=$((npass + 1))
+	else
+		fail "series: $few with 5 processes, $many with 205 (want equal), $top with --processes=3 (want $((few + 9)))"
 	fi
 fi
 
