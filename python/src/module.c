@@ -99,7 +99,10 @@ static PyMethodDef methods[] = {
 	{ "module_stats", (PyCFunction)(void (*)(void))pmpy_module_stats, METH_VARARGS | METH_KEYWORDS,
 	  "module_stats(device='/dev/pinmem') -> dict: the module's STATS ioctl: uid, and for\n"
 	  "'global' and 'user' pinned_bytes, limit_bytes, peak_bytes, regions, pins, unpins and\n"
-	  "refusals by budget; 'unlimited' is the limit value meaning none.  OSError without the module." },
+	  "refusals by budget; 'unlimited' is the limit value meaning none.  From module ABI 1.5\n"
+	  "also 'refused' {reason: count} in both (global, user, rlimit, fault, regions, cgroup,\n"
+	  "refs; the user's kept after its processes exit) and 'users_evicted' (users, idle_users,\n"
+	  "max_idle_users, refused: the users dropped to bound the table).  OSError without the module." },
 	{ "pin_mode_name", pin_mode_name, METH_O, "Name of a pin mode number." },
 	{ "crc32c", crc32c, METH_VARARGS,
 	  "crc32c(data, crc=0) -> int: crc32c (Castagnoli) as manifests give it." },
