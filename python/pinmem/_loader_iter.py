@@ -456,6 +456,8 @@ class MultiIter(_RingIter):
 
     def __init__(self, loader, shared, resume=None):
         super().__init__(loader, shared, resume)
+        # torch 1.13's base iterator set it; torch 2.x sets it in its multiprocessing one
+        self._prefetch_factor = loader.prefetch_factor
         self._released = False
         self._shutdown = True           # until the workers exist
         self._workers = []
