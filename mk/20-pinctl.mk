@@ -11,7 +11,7 @@ PINCTL_SRCS := $(sort $(filter-out tools/pinctl/pinctl_main.c,$(wildcard tools/p
 PINCTL_OBJS := $(PINCTL_SRCS:%.c=$(O)/%.o)
 PINCTL_LDLIBS := -ldl
 
-.PHONY: pinctl pinctl-check pinctl-check-asan
+.PHONY: pinctl pinctl-check pinctl-check-asan metrics-check
 all: pinctl
 pinctl: $(O)/pinctl
 
@@ -37,7 +37,13 @@ pinctl-check-asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
 		tests/golden/pinctl/run.sh $(O)/asan/pinctl
 
-CHECK_STEPS += pinctl-check pinctl-check-asan
+# pinmem-metrics.service/.timer: systemd-analyze verify, and the service's
+# command replacing pinmem.prom atomically (a polling reader never sees part
+# of one) with output promtool accepts.
+metrics-check: $(O)/pinctl
+	tests/install/metrics-check.sh $(O)/pinctl
+
+CHECK_STEPS += pinctl-check pinctl-check-asan metrics-check
 
 # Unit tests (mk/30-unit.mk builds tests/unit/test_*.c and links
 # UNIT_EXTRA_<name>).

@@ -14,8 +14,8 @@
 #   lib/python3.N/dist-packages/pinmem/ (mk/80-python.mk; /usr/lib/python3/dist-packages with PREFIX=/usr)
 #   lib/udev/rules.d/60-pinmem.rules  lib/modules-load.d/pinmem.conf
 #   lib/modprobe.d/pinmem.conf        lib/sysusers.d/pinmem.conf
-#   lib/systemd/system/pinmem-limits.service (not enabled; ExecStart names
-#   $(BINDIR)/pinctl)
+#   lib/systemd/system/pinmem-limits.service, pinmem-metrics.service and
+#   pinmem-metrics.timer (not enabled; ExecStart names $(BINDIR)/pinctl)
 # systemd-udevd, systemd-modules-load, kmod, systemd-sysusers and systemd read
 # those last five directories under /usr/lib and /usr/local/lib alike; with
 # another PREFIX set SYSTEMLIBDIR=/usr/lib (or the single *DIR variables).
@@ -51,7 +51,8 @@ PM_INSTALLED := \
 	$(foreach m,$(PM_INST_MANS),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	$(UDEVRULESDIR)/60-pinmem.rules $(MODULESLOADDIR)/pinmem.conf \
 	$(MODPROBEDIR)/pinmem.conf $(SYSUSERSDIR)/pinmem.conf \
-	$(SYSTEMDUNITDIR)/pinmem-limits.service
+	$(SYSTEMDUNITDIR)/pinmem-limits.service $(SYSTEMDUNITDIR)/pinmem-metrics.service \
+	$(SYSTEMDUNITDIR)/pinmem-metrics.timer
 
 # The module source DKMS needs: the Kbuild entry, kmod/ (with conftest.sh,
 # but not the compat header it generates), the uapi header, VERSION.
@@ -86,9 +87,11 @@ install: $(PM_INST_LIBSO) $(PM_INST_LIBA) $(PM_INST_BINS) $(O)/install/pinmem.pc
 	$(INSTALL) -m 0644 packaging/modules-load.d/pinmem.conf $(DESTDIR)$(MODULESLOADDIR)/
 	$(INSTALL) -m 0644 packaging/modprobe.d/pinmem.conf $(DESTDIR)$(MODPROBEDIR)/
 	$(INSTALL) -m 0644 packaging/sysusers.d/pinmem.conf $(DESTDIR)$(SYSUSERSDIR)/
-	sed 's|/usr/bin/pinctl|$(BINDIR)/pinctl|' packaging/systemd/pinmem-limits.service \
-		> $(DESTDIR)$(SYSTEMDUNITDIR)/pinmem-limits.service
-	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/pinmem-limits.service
+	for u in pinmem-limits.service pinmem-metrics.service; do \
+		sed 's|/usr/bin/pinctl|$(BINDIR)/pinctl|' packaging/systemd/$$u \
+			> $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; done
+	$(INSTALL) -m 0644 packaging/systemd/pinmem-metrics.timer $(DESTDIR)$(SYSTEMDUNITDIR)/
 ifeq ($(DESTDIR),)
 	@# A real install (not a staging DESTDIR) by root: refresh the linker
 	@# cache and create the pinmem group now rather than at the next boot.

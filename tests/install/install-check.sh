@@ -48,6 +48,8 @@ $p/lib/modules-load.d/pinmem.conf 644
 $p/lib/modprobe.d/pinmem.conf 644
 $p/lib/sysusers.d/pinmem.conf 644
 $p/lib/systemd/system/pinmem-limits.service 644
+$p/lib/systemd/system/pinmem-metrics.service 644
+$p/lib/systemd/system/pinmem-metrics.timer 644
 EOF
 	[ ! -f include/pinmem_stream.h ] || echo "$p/include/pinmem_stream.h 644"
 	for m in $mans; do echo "$p/share/man/man${m##*.}/$m 644"; done
@@ -159,12 +161,18 @@ check_prefix() {
 	grep -qx "ExecStart=$prefix/bin/pinctl limits apply --missing-ok /etc/pinmem/limits.conf" \
 		"$d$prefix/lib/systemd/system/pinmem-limits.service" ||
 		fail "pinmem-limits.service does not run $prefix/bin/pinctl"
+	grep -q "^ExecStart=$prefix/bin/pinctl status --prometheus " \
+		"$d$prefix/lib/systemd/system/pinmem-metrics.service" ||
+		fail "pinmem-metrics.service does not run $prefix/bin/pinctl"
 	if command -v systemd-analyze >/dev/null; then
 		systemd-analyze verify --man=no "$d$prefix/lib/systemd/system/pinmem-limits.service" \
+			"$d$prefix/lib/systemd/system/pinmem-metrics.service" \
+			"$d$prefix/lib/systemd/system/pinmem-metrics.timer" \
 			> "$tmp/verify.log" 2>&1 || true
 		# (pinctl is under DESTDIR, not where the unit names it)
-		! grep -i 'pinmem-limits.service:' "$tmp/verify.log" | grep -v 'is not executable' ||
-			fail "systemd-analyze verify complains about pinmem-limits.service"
+		! grep -i 'pinmem-\(limits\|metrics\)\.\(service\|timer\):' "$tmp/verify.log" |
+			grep -v 'is not executable' ||
+			fail "systemd-analyze verify complains about the installed units"
 	fi
 	grep -q 'KERNEL=="pinmem".*GROUP="pinmem".*MODE="0660"' \
 		"$d$prefix/lib/udev/rules.d/60-pinmem.rules" || fail "udev rule lacks group/mode"
