@@ -3,7 +3,8 @@
 # The Debian packages as an operator uses them, on this machine: `make deb`,
 # `apt-get install ./*.deb`, then
 #  - every package says version VERSION;
-#  - the pinmem-dkms postinst had DKMS build and install the module for
+#  - the pinmem-dkms postinst had DKMS build, sign (with /var/lib/dkms's
+#    MOK key) and install the module for
 #    every kernel with headers (Debian's 6.1 and the backports' 6.12): the
 #    checks of tests/install/dkms-lib.sh (version, vermagic, modprobe finds
 #    it, `dkms autoinstall` puts it back, modprobe.d names real parameters);
@@ -155,7 +156,9 @@ for kv in $kernels; do
 	ko=$(find "/lib/modules/$kv/updates/dkms" -name 'pinmem.ko*' 2>/dev/null | head -n 1)
 	[ -n "$ko" ] || fail "no pinmem.ko under /lib/modules/$kv/updates/dkms"
 	dkms_check_ko "$ko" "$kv" ""
-	echo "$me: $kv: $ko version $VERSION"
+	# Signed with the machine's MOK key, what Secure Boot needs enrolled.
+	dkms_check_signed "$ko" /var/lib/dkms/mok.pub
+	echo "$me: $kv: $ko version $VERSION, signed by '$(modinfo -F signer "$ko")'"
 done
 dkms_check_autoinstall "$kv" /lib/modules
 dkms_check_modprobe_conf /lib/modprobe.d/pinmem.conf "$ko"

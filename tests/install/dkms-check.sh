@@ -108,7 +108,8 @@ for kv in $kernels; do
 		depmod -b "$root" "$kv"
 	fi
 	dkms_check_ko "$ko" "$kv" "$root"
-	echo "dkms-check: $kv: $ko version $VERSION, signer '$(modinfo -F signer "$ko")'"
+	dkms_check_signed "$ko" "${mok_certificate:-/var/lib/dkms/mok.pub}"
+	echo "dkms-check: $kv: $ko version $VERSION, signed by '$(modinfo -F signer "$ko")'"
 done
 
 dkms_check_autoinstall "$kv" "$installtree" "${topt[@]}"

@@ -17,6 +17,23 @@ dkms_check_ko() {
 		fail "modprobe -S $kv cannot find pinmem after dkms install"
 }
 
+# dkms_check_signed KO CERT: the module carries a signature by the key of
+# CERT (DER, as dkms writes mok.pub, or PEM), the machine's MOK key that a
+# Secure Boot machine enrolls.  modinfo's sig_key is the signer's id in the
+# signature: the certificate's serial number (sign-file's default, what dkms
+# runs) or, signed with sign-file -k, its subject key identifier.
+dkms_check_signed() {
+	local ko=$1 cert=$2 form=DER have ids
+	[ -f "$cert" ] || fail "$ko: no signing certificate $cert after dkms build (dkms makes one on first use)"
+	openssl x509 -inform DER -in "$cert" -noout 2>/dev/null || form=PEM
+	have=$(modinfo -F sig_key "$ko" | tr -d ': ' | tr a-f A-F | sed 's/^0*//')
+	[ -n "$have" ] || fail "$ko is not signed (dkms signs with $cert)"
+	ids=$(openssl x509 -inform $form -in "$cert" -noout -serial -ext subjectKeyIdentifier |
+		sed -e 's/^serial=//' -e '/Subject Key Identifier/d' | tr -d ': ' | tr a-f A-F | sed 's/^0*//')
+	printf '%s\n' "$ids" | has -x "$have" ||
+		fail "$ko is signed by key $(modinfo -F sig_key "$ko"), not by $cert (serial and key id: $(echo $ids))"
+}
+
 # dkms_ko_params KO: the module's parameter names, one a line, from the
 # kernel_param structs (__param_NAME), which module_param_cb() makes too;
 # modinfo's parm also lists a MODULE_PARM_DESC() without a parameter, and
