@@ -14,6 +14,7 @@ while every slot is held by batches still referenced.
 """
 import atexit
 import collections
+import errno
 import gc
 import itertools
 import os
@@ -59,6 +60,26 @@ def _stop_all_at_exit():
             it._shutdown_workers()
         except Exception:
             pass
+
+
+def _raise_if_out_of_fds():
+    """torch's _try_get_data: a batch in ordinary memory comes as file descriptors, which
+    the socket drops at the open-files limit ("received 0 items of ancdata"); say so as
+    torch's loader does (NOTE [ DataLoader on Linux and open files limit ] there)."""
+    import tempfile
+    try:
+        files = [tempfile.TemporaryFile() for _ in range(10)]
+    except OSError as e:
+        if e.errno == errno.EMFILE:
+            raise RuntimeError(
+                "Too many open files. Communication with the workers is no longer possible. "
+                "Please increase the limit using `ulimit -n` in the shell or change the "
+                "sharing strategy by calling "
+                "`torch.multiprocessing.set_sharing_strategy('file_system')` at the "
+                "beginning of your code") from None
+        return
+    for f in files:
+        f.close()
 
 
 class WorkerError(RuntimeError):
@@ -655,14 +676,24 @@ class MultiIter(_RingIter):
         return self._deliver(idx, slot, data)
 
     def _check_workers(self):
-        for i, w in enumerate(self._workers):
+        for w in self._workers:
             if not w.is_alive():
+                # torch's words (its SIGCHLD handler's), which users and tests match.
                 code = w.exitcode
-                how = ("killed by signal %s" % signal.Signals(-code).name
-                       if code is not None and code < 0 else "exit code %s" % code)
+                if code is not None and code < 0:
+                    msg = "DataLoader worker (pid %d) is killed by signal: %s. " % (
+                        w.pid, signal.strsignal(-code))
+                    if -code == signal.SIGBUS:
+                        msg += ("It is possible that dataloader's workers are out of shared "
+                                "memory. Please try to raise your shared memory limit.")
+                elif code:
+                    msg = ("DataLoader worker (pid %d) exited unexpectedly with exit code %d. "
+                           "Details are lost due to multiprocessing. Rerunning with "
+                           "num_workers=0 may give better error trace." % (w.pid, code))
+                else:
+                    msg = "DataLoader worker (pid(s) %d) exited unexpectedly" % w.pid
                 self._shutdown_workers()
-                raise WorkerError("pinmem.torch: DataLoader worker %d (pid %d) exited "
-                                  "unexpectedly (%s)" % (i, w.pid, how))
+                raise WorkerError(msg)
 
     def _get_data(self):
         timeout = self._timeout
@@ -675,6 +706,10 @@ class MultiIter(_RingIter):
                 self._check_workers()
                 if end is not None and time.monotonic() >= end:
                     raise RuntimeError("DataLoader timed out after {} seconds".format(timeout))
+            except Exception:
+                self._check_workers()
+                _raise_if_out_of_fds()
+                raise
 
     def _shutdown_workers(self):
         if self._shutdown:
@@ -705,7 +740,6 @@ class MultiIter(_RingIter):
         for q in self._index_queues + [self._result_q]:
             q.cancel_join_thread()
             q.close()
-        self._workers = []
         self._release()
 
     def __del__(self):

@@ -15,6 +15,9 @@ import pytest
 
 import pinmem
 
+# torch's own DataLoader suite runs apart, twice (torch_suite/run.py, make python-torch-suite).
+collect_ignore = ["torch_suite"]
+
 MODULE = os.environ.get("PINMEM_TEST_MODULE") == "1"
 MODULE_MODE = "require" if MODULE else "auto"
 
