@@ -126,16 +126,32 @@ PM_API int pm_manifest_load(struct pm_manifest *m, const char *path,
  * Append one item per regular member of a tar archive (POSIX ustar, GNU
  * long names and base-256 sizes, pax path/size records), read in place by
  * offset from the archive.  Members are grouped into samples by WebDataset
- * key (the member's path up to the first dot of its file name): one
- * sample's members are consecutive items sharing pm_manifest_sample().
+ * key (the member's path up to the first dot of its file name), as
+ * webdataset's group_by_keys does: consecutive members with one key, a
+ * new sample when the key changes or a field repeats; a member's field
+ * (pm_manifest_field) is the rest of its name after that dot, lower-cased
+ * ("000001.Input.NPY": key "000001", field "input.npy").  A stream never
+ * splits a sample over batches or ranks, shuffles and shards whole samples,
+ * and batch_items counts samples.
  * Empty members and archives add no items.  A bad archive (truncated, corrupt header checksum, a member past the end,
  * an unreadable size) is -EINVAL with a sentence naming the archive and the
  * header's offset, and adds nothing.  One thread.
  */
 PM_API int pm_manifest_add_tar(struct pm_manifest *m, const char *path,
 			       char *err, size_t errlen);
-/* Sample number of item i (items not from a tar are a sample each); -ERANGE when out of range.  Any thread. */
+/* Sample number of item i (items not from a tar or a group are a sample each); -ERANGE when out of range.  Any thread. */
 PM_API int64_t pm_manifest_sample(const struct pm_manifest *m, size_t i);
+/* Field name of item i in its sample (a tar member's name after its key: "input.npy"), "" for none, NULL when out of range.  Any thread. */
+PM_API const char *pm_manifest_field(const struct pm_manifest *m, size_t i);
+/*
+ * Make the items from first to the last one added one sample (several files
+ * of one sample, say), item first + k named fields[k] (fields NULL, or an
+ * entry NULL or "": no name).  -EINVAL, changing nothing, when first is out
+ * of range, splits the sample of the item before it, or a name repeats.
+ * One thread.
+ */
+PM_API int pm_manifest_group(struct pm_manifest *m, size_t first, const char *const *fields,
+			     char *err, size_t errlen);
 /* Number of items.  Any thread. */
 PM_API size_t pm_manifest_count(const struct pm_manifest *m);
 /* Sum of item lengths.  Any thread. */
@@ -215,7 +231,7 @@ struct pm_stream_opts {
 	 * item in manifest order that does not.
 	 */
 	uint64_t batch_bytes;
-	uint32_t batch_items;	/* most items per batch [no limit] */
+	uint32_t batch_items;	/* most samples per batch (items when none are grouped) [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
 	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */
 	uint32_t epochs;	/* passes over the manifest [1]; a batch never spans two */
@@ -387,6 +403,14 @@ PM_API int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch,
 PM_API const char *pm_stream_error(struct pm_stream *s);
 /* Counters and latencies so far; -ECHILD in a forked child.  Any thread. */
 PM_API int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st);
+/*
+ * The items of batch b named field in their sample ("input.npy"), one per
+ * sample that has it, in batch order: the first max in out; returns how
+ * many there are (-EINVAL for a NULL batch or field).  A sample's items are
+ * consecutive in a batch and never split over batches or ranks.  One thread.
+ */
+PM_API int pm_stream_batch_field(struct pm_stream *s, const struct pm_batch *b, const char *field,
+				 const struct pm_batch_item **out, uint32_t max);
 /* Number of files (the manifest's paths).  Any thread. */
 PM_API uint32_t pm_stream_nfiles(struct pm_stream *s);
 /* How file id is read; -ERANGE when out of range.  Any thread. */

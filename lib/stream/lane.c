@@ -462,7 +462,7 @@ static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl
 static bool batch_start(struct pm_stream *s, struct lane *l)
 {
 	struct slot *sl = free_slot(s);
-	uint64_t span, cur = 0;
+	uint64_t span, cur = 0, nitems = 0;
 	void *dev;
 	size_t k;
 
@@ -476,8 +476,11 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		pm_plan_epoch(&s->plan, ++s->epoch);
 		s->pos = 0;
 	}
+	/* k units (samples), nitems items */
 	k = pm_plan_batch(&s->plan, s->pos, s->palign, s->slot_bytes,
 			  s->o.batch_items, &span);
+	for (size_t u = 0; u < (k ? k : 1); u++)
+		nitems += pm_unit_items(&s->plan, s->plan.order[s->pos + u]);
 	dev = sl->b.dev;
 	memset(&sl->b, 0, sizeof(sl->b));
 	sl->b.seq = s->issued_seq++;
@@ -493,7 +496,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	sl->issued = false;
 	sl->populating = 0;
 	sl->t_read0 = now_ns();
-	if (pm_stream_slot_reserve(sl, k ? (uint32_t)k : 1)) {
+	if (nitems > UINT32_MAX || pm_stream_slot_reserve(sl, (uint32_t)nitems)) {
 		k = 0;	/* one item (reserved at create) carries the failure */
 		sl->err = -ENOMEM;
 	}
@@ -502,11 +505,17 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	sl->lane = l;
 	l->reading++;
 	sl->b.items = sl->items;
-	sl->b.nitems = k ? (uint32_t)k : 1;
-	for (size_t i = 0; i < sl->b.nitems; i++) {
-		uint64_t idx = s->plan.order[s->pos + i];
+	sl->b.nitems = k ? (uint32_t)nitems : 1;
+	for (size_t i = 0, u = 0, j = 0; i < sl->b.nitems; i++) {
+		uint64_t unit = s->plan.order[s->pos + u];
+		uint64_t idx = pm_unit_first(&s->plan, unit) + j;
 		const struct pm_mitem *mi = &s->m->items[idx];
 		struct pm_batch_item *it = &sl->items[i];
+
+		if (++j == pm_unit_items(&s->plan, unit)) {
+			u++;	/* the next sample's items follow */
+			j = 0;
+		}
 
 		it->index = idx;
 		it->path_id = mi->path_id;
@@ -519,7 +528,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 		sl->b.bytes += mi->length;
 	}
 	sl->b.span = k ? cur : 0;	/* packed with s->palign, placed with the files' own */
-	s->pos += sl->b.nitems;
+	s->pos += k ? k : 1;
 	if (s->pos == s->plan.count && s->epoch + 1 >= s->o.epochs) {
 		s->plan_done = true;	/* known now, so the consumer sees the end */
 		pthread_cond_broadcast(&s->reader_cv);	/* idle lanes leave */
@@ -529,8 +538,8 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	} else if (!k) {
 		item_fail(s, sl, 0, -EFBIG,
 			  "needs %llu bytes, more than a slot (%llu bytes; raise batch_bytes)",
-			  (unsigned long long)pm_plan_first_need(&s->m->items[sl->items[0].index],
-				s->palign[sl->items[0].path_id]),
+			  (unsigned long long)pm_plan_first_need(&s->plan, s->plan.order[s->pos - 1],
+								 s->palign),
 			  (unsigned long long)s->slot_bytes);
 	}
 	for (uint32_t i = 0; i < sl->b.nitems && !sl->err; i++) {

@@ -74,9 +74,94 @@ void pm_manifest_destroy(struct pm_manifest *m)
 	for (uint32_t i = 0; i < m->npaths; i++)
 		free(m->paths[i]);
 	free(m->paths);
+	for (uint32_t i = 0; i < m->nfields; i++)
+		free(m->fields[i]);
+	free(m->fields);
 	free(m->hash);
 	free(m->items);
 	free(m);
+}
+
+/* Field names are few (a sample's extensions): a linear search. */
+#define FIELDS_MAX 4096
+
+int pm_manifest_field_id(struct pm_manifest *m, const char *name, size_t len, uint32_t *idp)
+{
+	char **f, *copy;
+
+	for (uint32_t i = 0; i < m->nfields; i++) {
+		if (strlen(m->fields[i]) == len && !memcmp(m->fields[i], name, len)) {
+			*idp = i + 1;
+			return 0;
+		}
+	}
+	if (m->nfields == FIELDS_MAX)
+		return -E2BIG;
+	if (m->nfields == m->fields_cap) {
+		uint32_t cap = m->fields_cap ? m->fields_cap * 2 : 8;
+
+		f = realloc(m->fields, cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		m->fields = f;
+		m->fields_cap = cap;
+	}
+	copy = strndup(name, len);
+	if (!copy)
+		return -ENOMEM;
+	m->fields[m->nfields++] = copy;
+	*idp = m->nfields;
+	return 0;
+}
+
+const char *pm_manifest_field(const struct pm_manifest *m, size_t i)
+{
+	if (i >= m->n)
+		return NULL;
+	return m->items[i].field ? m->fields[m->items[i].field - 1] : "";
+}
+
+int pm_manifest_group(struct pm_manifest *m, size_t first, const char *const *fields,
+		      char *err, size_t errlen)
+{
+	uint32_t *ids;
+	size_t n = m->n - first;
+	int ret = 0;
+
+	if (first >= m->n)
+		return fail(err, errlen, "group from item %zu: the manifest has %zu items",
+			    first, m->n);
+	if (first && m->items[first - 1].sample == m->items[first].sample)
+		return fail(err, errlen,
+			    "group from item %zu: it is in the sample of item %zu, which would be split",
+			    first, first - 1);
+	ids = calloc(n, sizeof(*ids));
+	if (!ids)
+		return nomem(err, errlen, "group of %zu items", n);
+	for (size_t k = 0; fields && k < n && !ret; k++) {
+		if (!fields[k] || !fields[k][0])
+			continue;
+		for (size_t j = 0; j < k && !ret; j++)
+			if (fields[j] && !strcmp(fields[j], fields[k]))
+				ret = fail(err, errlen, "group from item %zu: field '%s' twice (items %zu and %zu)",
+					   first, fields[k], first + j, first + k);
+		if (!ret)
+			ret = pm_manifest_field_id(m, fields[k], strlen(fields[k]), &ids[k]);
+		if (ret == -ENOMEM)
+			nomem(err, errlen, "field '%s'", fields[k]);
+		else if (ret == -E2BIG)
+			fail(err, errlen, "field '%s': a manifest holds at most %d field names",
+			     fields[k], FIELDS_MAX);
+	}
+	if (!ret) {
+		for (size_t k = 0; k < n; k++) {
+			m->items[first + k].sample = m->items[first].sample;
+			m->items[first + k].field = ids[k];
+		}
+		m->nsamples = m->items[first].sample + 1;
+	}
+	free(ids);
+	return ret == -E2BIG ? -EINVAL : ret;
 }
 
 static uint32_t path_hash_len(const char *s, size_t len)
@@ -230,6 +315,7 @@ int pm_manifest_add(struct pm_manifest *m, const char *path, uint64_t offset,
 	it->crc32c = crc32c;
 	it->has_crc32c = has_crc32c;
 	it->sample = m->nsamples++;	/* its own sample; a tar's members regroup */
+	it->field = 0;
 	m->bytes += length;
 	return 0;
 }

@@ -303,20 +303,55 @@ static void member_name(const unsigned char *h, struct pending *pd)
 		snprintf(pd->name, sizeof(pd->name), "%.*s", nl, (const char *)h);
 }
 
-/* An item for a regular member; members with the key of the one before join its sample. */
-static int add_member(struct pm_manifest *m, struct tar *t, const char *name,
-		      uint64_t data, uint64_t size, char *key, bool *have_key)
+/* The field of a member (its name after the key's dot), lower-cased as webdataset does; -errno. */
+static int member_field(struct pm_manifest *m, struct tar *t, uint64_t off, const char *name,
+			size_t kl, uint32_t *id)
+{
+	char f[NAME_MAX_LEN];
+	size_t n = 0;
+	int ret;
+
+	*id = 0;
+	if (!name[kl])
+		return 0;	/* no dot: the whole name is the key, no field */
+	for (const char *c = name + kl + 1; *c && n < sizeof(f) - 1; c++)
+		f[n++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+	ret = pm_manifest_field_id(m, f, n, id);
+	if (ret == -E2BIG)
+		return bad(t, off, "member %s: more distinct field names than a manifest holds", name);
+	if (ret)
+		snprintf(t->err, t->errlen, "%s: header at offset %llu: out of memory", t->path,
+			 (unsigned long long)off);
+	return ret;
+}
+
+/*
+ * An item for a regular member; it joins the sample of the member before
+ * when it has the same key and a field that sample does not have yet
+ * (webdataset's group_by_keys starts a new sample on a repeated field).
+ */
+static int add_member(struct pm_manifest *m, struct tar *t, uint64_t off, const char *name,
+		      uint64_t data, uint64_t size, char *key, bool *have_key, size_t *first)
 {
 	size_t kl = key_len(name);
 	bool same = *have_key && strlen(key) == kl && !strncmp(key, name, kl);
+	uint32_t field;
 	int ret;
 
-	ret = pm_manifest_add(m, t->path, data, size, false, 0, t->err, t->errlen);
+	ret = member_field(m, t, off, name, kl, &field);
+	for (size_t i = *first; same && !ret && i < m->n; i++)
+		if (m->items[i].field == field)
+			same = false;
+	if (!ret)
+		ret = pm_manifest_add(m, t->path, data, size, false, 0, t->err, t->errlen);
 	if (ret)
 		return ret;
+	m->items[m->n - 1].field = field;
 	if (same) {
 		m->items[m->n - 1].sample = m->items[m->n - 2].sample;
 		m->nsamples--;
+	} else {
+		*first = m->n - 1;
 	}
 	memcpy(key, name, kl);
 	key[kl] = 0;
@@ -352,21 +387,29 @@ static int index_tar(struct pm_manifest *m, struct tar *t)
 	unsigned char h[BLOCK];
 	char key[NAME_MAX_LEN] = "";
 	bool have_key = false;
-	uint64_t off = 0;
+	size_t first = m->n;	/* the current sample's first item */
+	uint64_t off = 0, ext_off = 0;
 	int ret;
 
 	for (;;) {
 		uint64_t size, data;
 		char type;
 
+		/* no end blocks: tolerated, as GNU tar does, unless a member was announced */
+		if (off == t->size && (pd->have_name || pd->has_size))
+			return bad(t, ext_off, "truncated: the archive ends before the member this header describes (%llu bytes)",
+				   (unsigned long long)t->size);
 		if (off == t->size)
-			return 0;	/* no end blocks: tolerated, as GNU tar does */
+			return 0;
 		ret = read_at(t, h, BLOCK, off);
 		if (ret == -ENODATA)
 			return bad(t, off, "truncated: the archive ends inside a header (%llu bytes)",
 				   (unsigned long long)t->size);
 		if (ret)
 			return ret;
+		if (zero_block(h) && (pd->have_name || pd->has_size))
+			return bad(t, ext_off, "the archive ends (a zero block at offset %llu) before the member this header describes",
+				   (unsigned long long)off);
 		if (zero_block(h))
 			return zero_block_ends(t, off);
 		if (!checksum_ok(h))
@@ -384,12 +427,14 @@ static int index_tar(struct pm_manifest *m, struct tar *t)
 			return bad(t, off, "member of %llu bytes ends past the archive's end (%llu bytes): truncated",
 				   (unsigned long long)size, (unsigned long long)t->size);
 		if (extension(type)) {
+			ext_off = off;
 			ret = read_extension(t, off, type, size, pd);
 		} else {
 			member_name(h, pd);
 			/* an empty member has no bytes to read: no item (manifests refuse 0) */
 			if ((type == '0' || type == '\0' || type == '7') && size)
-				ret = add_member(m, t, pd->name, data, size, key, &have_key);
+				ret = add_member(m, t, off, pd->name, data, size, key, &have_key,
+						 &first);
 			pd->have_name = false;
 			pd->has_size = false;
 		}

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Epoch order, sharding and batch packing.  The shuffle is a Fisher-Yates
+ * Epoch order, sharding and batch packing, of units: a manifest's samples
+ * (a tar's members of one WebDataset key, a group), each kept whole, or
+ * its items when none are grouped.  The shuffle is a Fisher-Yates
  * permutation driven by splitmix64 seeded from (seed, epoch): the same seed
  * gives the same order on every machine and every rank (it is not PyTorch's
  * permutation).  Sharding follows DistributedSampler: rank r takes positions
@@ -74,8 +76,20 @@ int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
 	memset(p, 0, sizeof(*p));
 	if (!world || rank >= world || pad > PM_SHARD_DROP)
 		return -EINVAL;
-	count = pm_plan_rank_count(m->n, rank, world, pad);
 	p->m = m;
+	p->nunits = m->n;
+	if (m->nsamples != m->n) {
+		/* samples are runs of consecutive items with ascending ids */
+		p->ufirst = malloc((m->nsamples + 1) * sizeof(*p->ufirst));
+		if (!p->ufirst)
+			return -ENOMEM;
+		p->nunits = 0;
+		for (size_t i = 0; i < m->n; i++)
+			if (!i || m->items[i].sample != m->items[i - 1].sample)
+				p->ufirst[p->nunits++] = i;
+		p->ufirst[p->nunits] = m->n;
+	}
+	count = pm_plan_rank_count(p->nunits, rank, world, pad);
 	p->rank = rank;
 	p->world = world;
 	p->pad = pad;
@@ -84,7 +98,7 @@ int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
 	/* one more: equal steps may repeat an item */
 	p->order = malloc((count + 1) * sizeof(*p->order));
 	if (shuffle)
-		p->perm = malloc((m->n ? m->n : 1) * sizeof(*p->perm));
+		p->perm = malloc((p->nunits ? p->nunits : 1) * sizeof(*p->perm));
 	if (!p->order || (shuffle && !p->perm)) {
 		pm_plan_free(p);
 		return -ENOMEM;
@@ -97,38 +111,52 @@ void pm_plan_free(struct pm_plan *p)
 	free(p->order);
 	free(p->perm);
 	free(p->bounds);
-	p->order = p->perm = NULL;
+	free(p->ufirst);
+	p->order = p->perm = p->ufirst = NULL;
 	p->bounds = NULL;
 }
 
-/* Item of position k of rank's share of the current epoch. */
+/* Unit of position k of rank's share of the current epoch. */
 static uint64_t share_item(const struct pm_plan *p, uint32_t rank, size_t k)
 {
-	size_t pos = (rank + k * (size_t)p->world) % p->m->n;
+	size_t pos = (rank + k * (size_t)p->world) % p->nunits;
 
 	if (rank == p->rank && k < p->count)
 		return p->order[k];	/* this rank's, with a repeated item */
 	return p->shuffle ? p->perm[pos] : pos;
 }
 
-/* Items of the batch starting at position pos of rank's share (count items), greedy. */
+/* Slot offset after unit u's items placed from cur. */
+static uint64_t place_unit(const struct pm_plan *p, uint64_t u, uint64_t cur,
+			   const uint32_t *align)
+{
+	uint64_t first = pm_unit_first(p, u), n = pm_unit_items(p, u);
+
+	for (uint64_t i = first; i < first + n; i++) {
+		const struct pm_mitem *it = &p->m->items[i];
+		struct pm_place pl;
+
+		pm_plan_place(cur, it, align[it->path_id], &pl);
+		cur = pl.end;
+	}
+	return cur;
+}
+
+/* Units of the batch starting at position pos of rank's share (count units), greedy. */
 static size_t pack(const struct pm_plan *p, uint32_t rank, size_t count, size_t pos,
 		   const uint32_t *align, uint64_t slot_bytes, uint32_t max_items,
 		   uint64_t *span)
 {
-	uint64_t cur = 0;
+	uint64_t cur = 0, end;
 	size_t k;
 
 	for (k = 0; pos + k < count; k++) {
-		const struct pm_mitem *it = &p->m->items[share_item(p, rank, pos + k)];
-		struct pm_place pl;
-
 		if (max_items && k == max_items)
 			break;
-		pm_plan_place(cur, it, align[it->path_id], &pl);
-		if (pl.end > slot_bytes)
+		end = place_unit(p, share_item(p, rank, pos + k), cur, align);
+		if (end > slot_bytes)
 			break;
-		cur = pl.end;
+		cur = end;
 	}
 	*span = cur;
 	return k;
@@ -136,7 +164,7 @@ static size_t pack(const struct pm_plan *p, uint32_t rank, size_t count, size_t 
 
 static size_t count_batches(const struct pm_plan *p, uint32_t rank)
 {
-	size_t count = pm_plan_rank_count(p->m->n, rank, p->world, p->pad), n = 0;
+	size_t count = pm_plan_rank_count(p->nunits, rank, p->world, p->pad), n = 0;
 	uint64_t span;
 
 	for (size_t pos = 0, k; pos < count; pos += k, n++) {
@@ -194,7 +222,7 @@ int pm_plan_packing(struct pm_plan *p, const uint32_t *align, uint64_t slot_byte
 		    uint32_t max_items)
 {
 	/* a rank has at most one item more than another: bounds for all of them, + 1 */
-	size_t most = pm_plan_rank_count(p->m->n, 0, p->world, p->pad) + 3;
+	size_t most = pm_plan_rank_count(p->nunits, 0, p->world, p->pad) + 3;
 
 	p->align = align;
 	p->slot_bytes = slot_bytes;
@@ -208,7 +236,7 @@ int pm_plan_packing(struct pm_plan *p, const uint32_t *align, uint64_t slot_byte
 
 int pm_plan_epoch(struct pm_plan *p, uint32_t epoch)
 {
-	size_t n = p->m->n, count = pm_plan_rank_count(n, p->rank, p->world, p->pad);
+	size_t n = p->nunits, count = pm_plan_rank_count(n, p->rank, p->world, p->pad);
 	uint64_t s;
 
 	if (p->shuffle) {
@@ -266,12 +294,19 @@ uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align)
 	return pl.read_len + (align ? align : PM_PLAN_BUF_ALIGN) - 1;
 }
 
-uint64_t pm_plan_first_need(const struct pm_mitem *it, uint32_t align)
+uint64_t pm_plan_first_need(const struct pm_plan *p, uint64_t u, const uint32_t *align)
 {
-	struct pm_place pl;
+	return place_unit(p, u, 0, align);
+}
 
-	pm_plan_place(0, it, align, &pl);
-	return pl.end;
+/* Worst-case slot bytes of unit u wherever it is placed. */
+static uint64_t unit_footprint(const struct pm_plan *p, uint64_t u, const uint32_t *align)
+{
+	uint64_t first = pm_unit_first(p, u), n = pm_unit_items(p, u), sum = 0;
+
+	for (uint64_t i = first; i < first + n; i++)
+		sum += pm_plan_footprint(&p->m->items[i], align[p->m->items[i].path_id]);
+	return sum;
 }
 
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
@@ -302,18 +337,19 @@ static int cmp_desc(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *align,
+uint64_t pm_plan_slot_for_items(const struct pm_plan *p, const uint32_t *align,
 				uint32_t max_items)
 {
 	uint64_t *fp, sum = 0;
+	size_t n = p->nunits;
 
-	fp = malloc((m->n ? m->n : 1) * sizeof(*fp));
+	fp = malloc((n ? n : 1) * sizeof(*fp));
 	if (!fp)
 		return 0;
-	for (size_t i = 0; i < m->n; i++)
-		fp[i] = pm_plan_footprint(&m->items[i], align[m->items[i].path_id]);
-	qsort(fp, m->n, sizeof(*fp), cmp_desc);
-	for (size_t i = 0; i < m->n && i < max_items; i++)
+	for (size_t u = 0; u < n; u++)
+		fp[u] = unit_footprint(p, u, align);
+	qsort(fp, n, sizeof(*fp), cmp_desc);
+	for (size_t i = 0; i < n && i < max_items; i++)
 		sum += fp[i];
 	free(fp);
 	return sum;
@@ -330,24 +366,18 @@ uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *ali
 static uint64_t share_slot(const struct pm_plan *p, uint32_t rank, const uint32_t *align,
 			   uint32_t max_items)
 {
-	size_t count = pm_plan_rank_count(p->m->n, rank, p->world, p->pad);
+	size_t count = pm_plan_rank_count(p->nunits, rank, p->world, p->pad);
 	uint64_t most = 0;
 
 	for (size_t pos = 0; pos < count || (!pos && p->world > 1); pos += max_items) {
 		uint64_t sum = 0;
 		size_t k;
 
-		for (k = 0; k < max_items && pos + k < count; k++) {
-			const struct pm_mitem *it = &p->m->items[share_item(p, rank, pos + k)];
-
-			sum += pm_plan_footprint(it, align[it->path_id]);
-		}
-		/* equal steps may append the rank's first item (or, with none, a padded one) */
-		if (k < max_items && p->world > 1) {
-			const struct pm_mitem *it = &p->m->items[share_item(p, rank, 0)];
-
-			sum += pm_plan_footprint(it, align[it->path_id]);
-		}
+		for (k = 0; k < max_items && pos + k < count; k++)
+			sum += unit_footprint(p, share_item(p, rank, pos + k), align);
+		/* equal steps may append the rank's first unit (or, with none, a padded one) */
+		if (k < max_items && p->world > 1)
+			sum += unit_footprint(p, share_item(p, rank, 0), align);
 		if (sum > most)
 			most = sum;
 	}
@@ -361,7 +391,7 @@ uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
 	uint64_t most = 0;
 
 	if ((uint64_t)scan * p->m->n > EXACT_SLOT_WORK)
-		return pm_plan_slot_for_items(p->m, align, max_items);
+		return pm_plan_slot_for_items(p, align, max_items);
 	for (uint32_t e = 0; e < scan; e++) {
 		pm_plan_epoch(p, e);
 		/* every rank's batches, so that every rank sizes the same slot */

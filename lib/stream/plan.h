@@ -20,15 +20,22 @@ struct pm_place {
 	uint64_t end;		/* slot offset after the read */
 };
 
+/*
+ * The plan orders, shards and packs units: a manifest's samples (its
+ * consecutive items that share a sample id), so that a sample's items are
+ * never split over batches or ranks.  Without groups a unit is an item.
+ */
 struct pm_plan {
 	const struct pm_manifest *m;
+	size_t nunits;
+	uint64_t *ufirst;	/* first item of unit u, [nunits] = items; NULL: unit u is item u */
 	uint32_t rank, world;
 	enum pm_shard_pad pad;
 	bool shuffle;
 	uint64_t seed;
-	uint64_t *order;	/* item indices of the current epoch, this rank */
+	uint64_t *order;	/* unit indices of the current epoch, this rank */
 	size_t count;		/* entries of order */
-	uint64_t *perm;		/* scratch: the whole epoch's permutation */
+	uint64_t *perm;		/* scratch: the whole epoch's permutation of units */
 	/* equal steps (world > 1, after pm_plan_packing): batch k is order[bounds[k] .. bounds[k + 1]) */
 	const uint32_t *align;
 	uint64_t slot_bytes;
@@ -37,7 +44,17 @@ struct pm_plan {
 	size_t nbatches;
 };
 
-/* Items a rank gets per epoch out of n. */
+static inline uint64_t pm_unit_first(const struct pm_plan *p, uint64_t u)
+{
+	return p->ufirst ? p->ufirst[u] : u;
+}
+
+static inline uint64_t pm_unit_items(const struct pm_plan *p, uint64_t u)
+{
+	return p->ufirst ? p->ufirst[u + 1] - p->ufirst[u] : 1;
+}
+
+/* Units (or items) a rank gets per epoch out of n. */
 size_t pm_plan_rank_count(size_t n, uint32_t rank, uint32_t world,
 			  enum pm_shard_pad pad);
 int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
@@ -69,13 +86,14 @@ void pm_plan_place(uint64_t cur, const struct pm_mitem *it, uint32_t align,
 /* Worst-case slot bytes item it can take, wherever it is placed. */
 uint64_t pm_plan_footprint(const struct pm_mitem *it, uint32_t align);
 /*
- * Slot bytes item it takes first in a batch (placed at offset 0): it fits a
- * slot of that many bytes, since every batch's first item starts there.
+ * Slot bytes unit u takes first in a batch (its items placed from offset
+ * 0): it fits a slot of that many bytes, since every batch starts there.
  */
-uint64_t pm_plan_first_need(const struct pm_mitem *it, uint32_t align);
+uint64_t pm_plan_first_need(const struct pm_plan *p, uint64_t u, const uint32_t *align);
 /*
- * Items of the batch that starts at p->order[pos]: as many as fit slot_bytes
- * and max_items (0: no limit).  0 when even the first item does not fit.
+ * Units of the batch that starts at p->order[pos]: as many as fit
+ * slot_bytes and max_items (0: no limit), each whole.  0 when even the
+ * first does not fit.
  */
 size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
 		     uint64_t slot_bytes, uint32_t max_items, uint64_t *span);
@@ -88,8 +106,8 @@ size_t pm_plan_batch(const struct pm_plan *p, size_t pos, const uint32_t *align,
  */
 uint64_t pm_plan_slot_for_batches(struct pm_plan *p, const uint32_t *align,
 				  uint32_t max_items, uint32_t epochs);
-/* Smallest slot that holds any max_items items (sum of the largest footprints). */
-uint64_t pm_plan_slot_for_items(const struct pm_manifest *m, const uint32_t *align,
+/* Smallest slot that holds any max_items units (sum of the largest footprints). */
+uint64_t pm_plan_slot_for_items(const struct pm_plan *p, const uint32_t *align,
 				uint32_t max_items);
 
 #endif

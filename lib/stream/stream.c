@@ -2,6 +2,7 @@
 /* Streams: options, create and destroy (see stream_int.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,25 +128,31 @@ static int size_slots(struct pm_stream *s)
 }
 
 /*
- * An item that does not fit a slot fails at create, not when its batch
- * comes up late in an epoch.  Exact: an item fits when it fits first in a
- * batch (at slot offset 0, its O_DIRECT head and tail padding included),
- * and the first item in manifest order that does not is named.
+ * An item (or sample) that does not fit a slot fails at create, not when
+ * its batch comes up late in an epoch.  Exact: it fits when it fits first
+ * in a batch (at slot offset 0, O_DIRECT head and tail padding included),
+ * and the first in manifest order that does not is named.
  */
 static int check_items_fit(struct pm_stream *s)
 {
-	for (size_t i = 0; i < s->m->n; i++) {
+	for (size_t u = 0; u < s->plan.nunits; u++) {
+		uint64_t i = pm_unit_first(&s->plan, u), n = pm_unit_items(&s->plan, u);
 		const struct pm_mitem *mi = &s->m->items[i];
-		uint64_t need = pm_plan_first_need(mi, s->palign[mi->path_id]);
+		uint64_t need = pm_plan_first_need(&s->plan, u, s->palign);
+		char sample[64] = "";
 
-		if (need > s->slot_bytes)
-			return pm_ctx_error(s->ctx, -EFBIG,
-					    "item %zu (%s offset %llu length %llu) needs %llu bytes, more than a slot (%llu bytes; raise batch_bytes: pinstream --batch-bytes, pinmem.Stream(batch_bytes=...))",
-					    i, s->m->paths[mi->path_id],
-					    (unsigned long long)mi->offset,
-					    (unsigned long long)mi->length,
-					    (unsigned long long)need,
-					    (unsigned long long)s->slot_bytes);
+		if (need <= s->slot_bytes)
+			continue;
+		if (n > 1)
+			snprintf(sample, sizeof(sample), ", the first of a sample of %llu items,",
+				 (unsigned long long)n);
+		return pm_ctx_error(s->ctx, -EFBIG,
+				    "item %llu (%s offset %llu length %llu)%s needs %llu bytes, more than a slot (%llu bytes; raise batch_bytes: pinstream --batch-bytes, pinmem.Stream(batch_bytes=...))",
+				    (unsigned long long)i, s->m->paths[mi->path_id],
+				    (unsigned long long)mi->offset,
+				    (unsigned long long)mi->length, sample,
+				    (unsigned long long)need,
+				    (unsigned long long)s->slot_bytes);
 	}
 	return 0;
 }
@@ -153,19 +160,19 @@ static int check_items_fit(struct pm_stream *s)
 /* What this rank will read: epoch 0's share (and its repeat, if any) times epochs. */
 static void totals(struct pm_stream *s)
 {
-	size_t per = s->plan.count;
+	uint64_t items = 0, b = 0;
 
 	/* exact bytes need each epoch's order; padding and drops make it differ */
-	s->total_items = (uint64_t)per * s->o.epochs;
-	if (s->o.world_size == 1) {
-		s->total_bytes = s->m->bytes * s->o.epochs;
-	} else {
-		uint64_t b = 0;
+	for (size_t k = 0; k < s->plan.count; k++) {
+		uint64_t u = s->plan.order[k], first = pm_unit_first(&s->plan, u);
 
-		for (size_t k = 0; k < per; k++)
-			b += s->m->items[s->plan.order[k]].length;
-		s->total_bytes = b * s->o.epochs;	/* exact unless shuffled */
+		for (uint64_t i = first; i < first + pm_unit_items(&s->plan, u); i++) {
+			items++;
+			b += s->m->items[i].length;
+		}
 	}
+	s->total_items = items * s->o.epochs;
+	s->total_bytes = b * s->o.epochs;	/* exact unless shuffled and sharded */
 }
 
 int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
@@ -225,10 +232,11 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		goto fail;
 	}
 	/* rank 0 gets the most: with none, every rank refuses alike (EXACT gives the others a repeat) */
-	if (!pm_plan_rank_count(m->n, 0, s->o.world_size, s->o.shard_pad)) {
+	if (!pm_plan_rank_count(s->plan.nunits, 0, s->o.world_size, s->o.shard_pad)) {
 		ret = pm_ctx_error(ctx, -EINVAL,
-				   "%zu items for %u ranks: PM_SHARD_DROP leaves every rank without items",
-				   m->n, s->o.world_size);
+				   "%zu %s for %u ranks: PM_SHARD_DROP leaves every rank without items",
+				   s->plan.nunits, s->plan.ufirst ? "samples" : "items",
+				   s->o.world_size);
 		goto fail;
 	}
 	pm_plan_epoch(&s->plan, 0);

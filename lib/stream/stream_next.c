@@ -401,6 +401,25 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	return 0;
 }
 
+int pm_stream_batch_field(struct pm_stream *s, const struct pm_batch *b, const char *field,
+			  const struct pm_batch_item **out, uint32_t max)
+{
+	uint32_t n = 0;
+
+	if (!b || !field)
+		return -EINVAL;
+	for (uint32_t i = 0; i < b->nitems; i++) {
+		const char *f = pm_manifest_field(s->m, b->items[i].index);
+
+		if (!f || strcmp(f, field))
+			continue;
+		if (n < max)
+			out[n] = &b->items[i];
+		n++;
+	}
+	return (int)n;
+}
+
 uint32_t pm_stream_nfiles(struct pm_stream *s)
 {
 	return s->fs.n;

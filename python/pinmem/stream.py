@@ -38,12 +38,17 @@ def _device(device):
 
 
 class Stream:
-    """Stream(source, *, batch_bytes=0, batch_items=0, shuffle=False, seed=0,
-    epochs=1, rank=None, world_size=None, device=None, ...)
+    """Stream(source=None, *, tar=None, batch_bytes=0, batch_items=0, shuffle=False,
+    seed=0, epochs=1, rank=None, world_size=None, device=None, ...)
 
     source is a pinmem.Manifest, the path of a manifest file (lines
     "path offset length [crc32c]"), or a list of files (each one item, or cut
-    into item_bytes-sized items).  Iterating yields pinmem.Batch objects
+    into item_bytes-sized items).  tar is a list of tar shards (ustar, GNU,
+    pax; WebDataset layout), read in place: the members of one key
+    ("000001.input.npy", "000001.label.txt") are one sample, never split
+    over batches or ranks; shuffle and sharding move whole samples,
+    batch_items counts samples, and batch["input.npy"] is the list of that
+    field's views, one per sample of the batch.  Iterating yields pinmem.Batch objects
     whose .views are zero-copy DLPack/buffer views of each item: of the
     pinned host slot when device is None (handoff "host": the slots are
     registered with CUDA when there is a GPU and the consumer copies), of the
@@ -72,19 +77,27 @@ class Stream:
     ("copied"/"queued"/"host").
     """
 
-    def __init__(self, source, *, batch_bytes=0, batch_items=0, shuffle=False,
-                 seed=0, epochs=1, rank=None, world_size=None, device=None,
-                 item_bytes=0, ctx=None, module="auto", **opts):
+    def __init__(self, source=None, *, tar=None, batch_bytes=0, batch_items=0,
+                 shuffle=False, seed=0, epochs=1, rank=None, world_size=None,
+                 device=None, item_bytes=0, ctx=None, module="auto", **opts):
         backend, cuda_device, on_dev = _device(device)
+        if source is None and tar is None:
+            raise ValueError("pinmem.Stream: give a source (manifest, manifest file or files) or tar=[shards]")
+        if isinstance(tar, (str, bytes, os.PathLike)):
+            raise ValueError("pinmem.Stream: tar= takes a list of shards, not one path")
         if isinstance(source, _pinmem.Manifest):
+            if tar is not None:
+                raise ValueError("pinmem.Stream: tar= with a Manifest: add the shards with manifest.add_tar()")
             self.manifest = source
         else:
             self.manifest = _pinmem.Manifest()
             if isinstance(source, (str, bytes, os.PathLike)):
                 self.manifest.load(source)
             else:
-                for f in source:
+                for f in source or ():
                     self.manifest.add_file(f, item_bytes)
+        for shard in tar or ():
+            self.manifest.add_tar(shard)
         if rank is None:
             rank = _dist_default("rank", "RANK", lambda d: d.get_rank())
         if world_size is None:

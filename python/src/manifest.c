@@ -105,6 +105,106 @@ static PyObject *manifest_add_file(PmManifest *self, PyObject *args, PyObject *k
 	Py_RETURN_NONE;
 }
 
+static PyObject *manifest_add_tar(PmManifest *self, PyObject *args)
+{
+	char err[512] = "";
+	PyObject *path;
+	int r;
+
+	if (manifest_frozen(self) || !PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
+		return NULL;
+	self->mutating = true;
+	Py_BEGIN_ALLOW_THREADS
+	r = pm_manifest_add_tar(self->m, PyBytes_AS_STRING(path), err, sizeof(err));
+	Py_END_ALLOW_THREADS
+	self->mutating = false;
+	Py_DECREF(path);
+	if (r < 0)
+		return manifest_error(r, err);
+	Py_RETURN_NONE;
+}
+
+static PyObject *manifest_group(PmManifest *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "first", "fields", NULL };
+	PyObject *fields = Py_None, *seq = NULL;
+	const char **names = NULL;
+	char err[512] = "";
+	Py_ssize_t first, n = 0;
+	int r;
+
+	if (manifest_frozen(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "n|O", kwlist, &first, &fields))
+		return NULL;
+	if (first < 0)
+		return PyErr_Format(PyExc_ValueError, "pinmem: group from item %zd", first);
+	if (fields != Py_None) {
+		seq = PySequence_Fast(fields, "pinmem: fields must be a sequence of str or None");
+		if (!seq)
+			return NULL;
+		n = PySequence_Fast_GET_SIZE(seq);
+		if ((size_t)first + (size_t)n != pm_manifest_count(self->m)) {
+			Py_DECREF(seq);
+			return PyErr_Format(PyExc_ValueError,
+					    "pinmem: group from item %zd: %zd fields for %zd items",
+					    first, n,
+					    (Py_ssize_t)pm_manifest_count(self->m) - first);
+		}
+		names = calloc((size_t)n + 1, sizeof(*names));
+		if (!names) {
+			Py_DECREF(seq);
+			return PyErr_NoMemory();
+		}
+		for (Py_ssize_t k = 0; k < n; k++) {
+			PyObject *f = PySequence_Fast_GET_ITEM(seq, k);
+
+			if (f == Py_None)
+				continue;
+			names[k] = PyUnicode_Check(f) ? PyUnicode_AsUTF8(f) : NULL;
+			if (!names[k]) {
+				if (!PyErr_Occurred())
+					PyErr_SetString(PyExc_TypeError,
+							"pinmem: fields must be a sequence of str or None");
+				free(names);
+				Py_DECREF(seq);
+				return NULL;
+			}
+		}
+	}
+	r = pm_manifest_group(self->m, (size_t)first, names, err, sizeof(err));
+	free(names);
+	Py_XDECREF(seq);
+	if (r < 0)
+		return manifest_error(r, err);
+	Py_RETURN_NONE;
+}
+
+static PyObject *manifest_field(PmManifest *self, PyObject *arg)
+{
+	Py_ssize_t i = PyLong_AsSsize_t(arg);
+	const char *f;
+
+	if (i == -1 && PyErr_Occurred())
+		return NULL;
+	f = i < 0 ? NULL : pm_manifest_field(self->m, (size_t)i);
+	if (!f)
+		return PyErr_Format(PyExc_IndexError, "pinmem: manifest item %zd out of range", i);
+	return PyUnicode_DecodeFSDefault(f);
+}
+
+static PyObject *manifest_sample(PmManifest *self, PyObject *arg)
+{
+	Py_ssize_t i = PyLong_AsSsize_t(arg);
+	int64_t q;
+
+	if (i == -1 && PyErr_Occurred())
+		return NULL;
+	q = i < 0 ? -ERANGE : pm_manifest_sample(self->m, (size_t)i);
+	if (q < 0)
+		return PyErr_Format(PyExc_IndexError, "pinmem: manifest item %zd out of range", i);
+	return PyLong_FromLongLong(q);
+}
+
 static PyObject *manifest_load(PmManifest *self, PyObject *args)
 {
 	char err[512] = "";
@@ -177,6 +277,17 @@ static PyMethodDef manifest_methods[] = {
 	  "parse(text, name='<string>', base_dir='.'): append the items of manifest text." },
 	{ "item", (PyCFunction)manifest_item, METH_O,
 	  "item(i) -> (path, offset, length, crc32c or None)." },
+	{ "add_tar", (PyCFunction)manifest_add_tar, METH_VARARGS,
+	  "add_tar(path): append each regular member of a tar shard (ustar, GNU, pax) as an item\n"
+	  "read in place, members grouped into samples by WebDataset key; a bad archive is\n"
+	  "ValueError naming it and the header's offset, and adds nothing." },
+	{ "group", (PyCFunction)(void (*)(void))manifest_group, METH_VARARGS | METH_KEYWORDS,
+	  "group(first, fields=None): the items from first to the last one added become one\n"
+	  "sample (kept whole in one batch), item first + k named fields[k]." },
+	{ "field", (PyCFunction)manifest_field, METH_O,
+	  "field(i) -> item i's name in its sample ('input.npy'), '' for none." },
+	{ "sample", (PyCFunction)manifest_sample, METH_O,
+	  "sample(i) -> the sample number of item i." },
 	{ NULL },
 };
 

@@ -540,6 +540,45 @@ static PyObject *batch_views(PmBatch *self, void *unused)
 	return l;
 }
 
+/* batch["input.npy"]: the views of the items named so, one per sample that has it, in order. */
+static PyObject *batch_field(PmBatch *self, PyObject *key)
+{
+	const struct pm_manifest *m = self->stream->manifest->m;
+	PyObject *l, *bytes;
+	const char *want;
+
+	if (!PyUnicode_Check(key))
+		return PyErr_Format(PyExc_TypeError,
+				    "pinmem: a batch is indexed by field name (str), not %.100s; "
+				    "use .views or .item(i) for items", Py_TYPE(key)->tp_name);
+	if (batch_live(self) || !PyUnicode_FSConverter(key, &bytes))
+		return NULL;
+	want = PyBytes_AS_STRING(bytes);
+	l = PyList_New(0);
+	for (uint32_t i = 0; l && i < self->b->nitems; i++) {
+		const struct pm_batch_item *it = &self->b->items[i];
+		const char *f = pm_manifest_field(m, it->index);
+		PyObject *v;
+
+		if (!f || strcmp(f, want))
+			continue;
+		v = make_view(self, it->slot_offset, it->length, self->stream->views_on_dev);
+		if (!v || PyList_Append(l, v))
+			Py_CLEAR(l);
+		Py_XDECREF(v);
+	}
+	if (l && !PyList_GET_SIZE(l)) {
+		PyErr_Format(PyExc_KeyError, "pinmem: no item of this batch has the field %R", key);
+		Py_CLEAR(l);
+	}
+	Py_DECREF(bytes);
+	return l;
+}
+
+static PyMappingMethods batch_as_mapping = {
+	.mp_subscript = (binaryfunc)batch_field,
+};
+
 #define BATCH_U64(field, doc) \
 	static PyObject *batch_##field(PmBatch *self, void *unused) \
 	{ return PyLong_FromUnsignedLongLong(self->b->field); }
@@ -604,4 +643,5 @@ PyTypeObject PmBatch_Type = {
 	.tp_dealloc = (destructor)batch_dealloc,
 	.tp_methods = batch_methods,
 	.tp_getset = batch_getset,
+	.tp_as_mapping = &batch_as_mapping,
 };

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """pinmem.Stream: item bytes, zero-copy views, release, resume, sharding, errors."""
 import errno
+import io
+import tarfile
 
 import numpy
 import pytest
@@ -354,3 +356,93 @@ def test_close_from_another_thread_while_next_waits(tmp_path):
     del s, it
     assert pinned_bytes() == base, outcomes
 
+
+
+def make_shard(path, fmt, samples, first=0):
+    """A WebDataset shard: per sample an .input.npy (bytes that name it) and a .label.txt."""
+    want = {}
+    with tarfile.open(path, "w", format=fmt) as t:
+        for k in range(first, first + samples):
+            # past 100 bytes: GNU writes a long name, pax a path record, ustar a prefix
+            key = "train/" + "d" * 90 + "/%06d" % k
+            for field, data in (("input.npy", b"in%d-" % k * (1 + k % 7)),
+                                ("label.txt", b"%d" % k)):
+                info = tarfile.TarInfo("%s.%s" % (key, field))
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+                want[(k, field)] = data
+    return want
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_tar_samples_stay_whole(tmp_path, fmt):
+    shards, want = [], {}
+    for n in range(3):
+        p = str(tmp_path / ("shard-%d.tar" % n))
+        want.update(make_shard(p, fmt, 25, first=25 * n))
+        shards.append(p)
+    seen = []
+    for rank in range(2):
+        s = pinmem.Stream(tar=shards, batch_items=4, shuffle=True, seed=3, rank=rank,
+                          world_size=2, module=MODULE_MODE)
+        m = s.manifest
+        for b in s:
+            with b:
+                inputs, labels = b["input.npy"], b["label.txt"]
+                assert len(inputs) == len(labels) == b.nitems // 2 <= 4
+                for x, y in zip(inputs, labels):
+                    k = int(bytes(memoryview(y)))
+                    assert bytes(memoryview(x)) == want[(k, "input.npy")]
+                    seen.append(k)
+                # a sample's items are adjacent, its own fields
+                for (i, *_), (j, *_) in zip(b.items[::2], b.items[1::2]):
+                    assert m.sample(i) == m.sample(j)
+                    assert (m.field(i), m.field(j)) == ("input.npy", "label.txt")
+                with pytest.raises(KeyError, match="no item of this batch has the field 'cls'"):
+                    b["cls"]
+        s.close()
+    assert sorted(seen) == list(range(75))  # every sample once, on one rank
+
+
+def test_tar_errors(tmp_path):
+    p = str(tmp_path / "s.tar")
+    make_shard(p, tarfile.PAX_FORMAT, 2)
+    data = open(p, "rb").read()
+    cut = str(tmp_path / "cut.tar")
+    open(cut, "wb").write(data[:700])
+    with pytest.raises(ValueError, match=r"cut\.tar: header at offset 0: .*truncated"):
+        pinmem.Stream(tar=[cut])
+    bad = str(tmp_path / "bad.tar")
+    open(bad, "wb").write(data[:5] + b"X" + data[6:])
+    m = pinmem.Manifest()
+    m.add_tar(p)
+    n = len(m)
+    with pytest.raises(ValueError, match=r"bad\.tar: header at offset 0: checksum mismatch"):
+        m.add_tar(bad)
+    assert len(m) == n                       # a bad shard adds nothing
+    with pytest.raises(ValueError, match="tar= takes a list of shards"):
+        pinmem.Stream(tar=p)
+    with pytest.raises(ValueError, match="add the shards with manifest.add_tar"):
+        pinmem.Stream(m, tar=[p])
+    with pytest.raises(ValueError, match="give a source"):
+        pinmem.Stream()
+
+
+def test_manifest_group(data_files):
+    m = pinmem.Manifest()
+    for i in range(6):
+        m.add(data_files[i], 0, 100)
+    m.group(4, ["img", "cls"])
+    assert [m.sample(i) for i in range(6)] == [0, 1, 2, 3, 4, 4]
+    assert m.field(5) == "cls" and m.field(0) == ""
+    with pytest.raises(ValueError, match="which would be split"):
+        m.group(5)
+    with pytest.raises(ValueError, match="2 fields for 1 items"):
+        m.group(5, ["a", "b"])
+    s = pinmem.Stream(m, batch_items=1, module=MODULE_MODE)
+    sizes = []
+    for b in s:
+        with b:
+            sizes.append(b.nitems)
+    assert sorted(sizes) == [1, 1, 1, 1, 2]
+    s.close()

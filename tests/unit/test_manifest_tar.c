@@ -422,6 +422,60 @@ static void same_sample(const struct pm_manifest *m, size_t i, size_t j, bool wa
 }
 
 /*
+ * An extension header (a long name, a pax path or size) with no member
+ * after it, the archive cut there or ended by zero blocks: truncated, never
+ * an archive that quietly has fewer members.
+ */
+static void test_extension_without_member(void **state)
+{
+	struct ar a = { .n = 0 };
+
+	put(&a, "ok.bin", '0', "data");
+	put(&a, "PaxHeaders/1", 'x', "14 path=x.cls\n");
+	write_file("pax-cut.tar", a.b, a.n);
+	refused("pax-cut.tar", "header at offset 1024: truncated: the archive ends before the member this header describes (2048 bytes)");
+	put_end(&a, "pax-end.tar");
+	refused("pax-end.tar", "header at offset 1024: the archive ends (a zero block at offset 2048) before the member this header describes");
+	a.n = 1024;
+	put(&a, "././@LongLink", 'L', "a/long/name.jpg");
+	write_file("long-cut.tar", a.b, a.n);
+	refused("long-cut.tar", "header at offset 1024: truncated");
+}
+
+/*
+ * WebDataset's grouping: a sample is consecutive members of one key; a
+ * repeated field starts a new one (group_by_keys); fields are the name
+ * after the key's dot, lower-cased; a name without a dot is all key.
+ */
+static void test_sample_fields(void **state)
+{
+	struct ar a = { .n = 0 };
+	struct pm_manifest *m;
+
+	put(&a, "d/000001.Input.NPY", '0', "in1");
+	put(&a, "d/000001.label.txt", '0', "1");
+	put(&a, "d/000001.label.txt", '0', "1 again");	/* repeated: a new sample */
+	put(&a, "d/000002.input.npy", '0', "in2");
+	put(&a, "d/README", '0', "no dot");
+	put(&a, "e.x/000002.input.npy", '0', "in3");	/* another key: the dot in the directory is not one */
+	put_end(&a, "fields.tar");
+	m = indexed("fields.tar");
+	assert_int_equal(pm_manifest_count(m), 6);
+	assert_string_equal(pm_manifest_field(m, 0), "input.npy");
+	assert_string_equal(pm_manifest_field(m, 1), "label.txt");
+	assert_string_equal(pm_manifest_field(m, 2), "label.txt");
+	assert_string_equal(pm_manifest_field(m, 4), "");
+	assert_string_equal(pm_manifest_field(m, 5), "input.npy");
+	same_sample(m, 0, 1, true);
+	same_sample(m, 1, 2, false);
+	same_sample(m, 2, 3, false);
+	same_sample(m, 3, 4, false);
+	same_sample(m, 4, 5, false);
+	assert_int_equal(pm_manifest_sample(m, 5), 4);
+	pm_manifest_destroy(m);
+}
+
+/*
  * A pax size= and a pending long name belong to the next member header alone:
  * not to an 'L', 'K', 'x' or 'g' header between, and those do not drop them.
  */
@@ -612,6 +666,8 @@ int main(void)
 		cmocka_unit_test(test_sparse_refused),
 		cmocka_unit_test(test_size_by_type),
 		cmocka_unit_test(test_extension_headers),
+		cmocka_unit_test(test_sample_fields),
+		cmocka_unit_test(test_extension_without_member),
 		cmocka_unit_test(test_long_name_limit),
 		cmocka_unit_test(test_pax_path_nul),
 		cmocka_unit_test(test_prefix_posix_only),

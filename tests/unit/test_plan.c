@@ -260,7 +260,15 @@ static void test_batches(void **state)
 		pm_manifest_add(m2, "/a", 0, 1000, false, 0, NULL, 0);
 		pm_manifest_add(m2, "/a", 0, 300, false, 0, NULL, 0);
 		pm_manifest_add(m2, "/a", 0, 700, false, 0, NULL, 0);
-		assert_int_equal(pm_plan_slot_for_items(m2, al, 3), 1000 + 700 + 300 + 3 * 63);
+		assert_int_equal(pm_plan_init(&p, m2, 0, 1, PM_SHARD_EXACT, false, 0), 0);
+		assert_int_equal(pm_plan_slot_for_items(&p, al, 3), 1000 + 700 + 300 + 3 * 63);
+		pm_plan_free(&p);
+		/* a sample is one unit: its footprints add up */
+		assert_int_equal(pm_manifest_group(m2, 2, NULL, NULL, 0), 0);
+		assert_int_equal(pm_plan_init(&p, m2, 0, 1, PM_SHARD_EXACT, false, 0), 0);
+		assert_int_equal(p.nunits, 3);
+		assert_int_equal(pm_plan_slot_for_items(&p, al, 1), 300 + 700 + 2 * 63);
+		pm_plan_free(&p);
 		pm_manifest_destroy(m2);
 	}
 	pm_manifest_destroy(m);
@@ -388,9 +396,9 @@ static void test_slot_for_batches(void **state)
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(pm_manifest_add(m, "/a", (uint64_t)i * 10000,
 						 i % 10 ? 100 : 10000, false, 0, NULL, 0), 0);
-	bound = pm_plan_slot_for_items(m, align, 10);
-	assert_int_equal(bound, 10 * fp_big);
 	assert_int_equal(pm_plan_init(&p, m, 0, 1, PM_SHARD_EXACT, false, 0), 0);
+	bound = pm_plan_slot_for_items(&p, align, 10);
+	assert_int_equal(bound, 10 * fp_big);
 	assert_int_equal(pm_plan_slot_for_batches(&p, align, 10, 5), fp_big + 9 * fp_small);
 	pm_plan_free(&p);
 

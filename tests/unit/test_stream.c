@@ -1240,6 +1240,117 @@ static void test_exact_fit(void **state)
 	finish(ctx, m, NULL);
 }
 
+/*
+ * Samples stay whole: 40 samples of 1 to 3 items (fields "a.bin", "b.txt",
+ * "c"), shuffled over 2 epochs and 3 ranks with batch_items 4: every batch
+ * holds at most 4 whole samples, each sample's items consecutive and in
+ * order, every sample arrives once per epoch on one rank, and
+ * pm_stream_batch_field finds each sample's field.  A sample too large for
+ * a slot is refused whole, named by its first item.
+ */
+static void test_samples_stay_whole(void **state)
+{
+	static const char *const fields[] = { "a.bin", "b.txt", "c" };
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	const struct pm_batch_item *out[8];
+	uint32_t seen[2][40] = { { 0 } };
+	struct pm_stream_opts o;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char err[256];
+
+	for (int q = 0; q < 40; q++) {
+		size_t first = pm_manifest_count(m);
+
+		for (int j = 0; j <= q % 3; j++)
+			add(m, 0, (uint64_t)q * 1000 + (uint64_t)j * 100, 50 + (uint64_t)j);
+		assert_int_equal(pm_manifest_group(m, first, fields, err, sizeof(err)), 0);
+	}
+	assert_string_equal(pm_manifest_field(m, 1), "a.bin");
+	assert_string_equal(pm_manifest_field(m, 2), "b.txt");
+	assert_null(pm_manifest_field(m, 80));
+	pm_stream_opts_init(&o);
+	o.world_size = 3;
+	o.shuffle = true;
+	o.seed = 11;
+	o.epochs = 2;
+	o.batch_items = 4;
+	for (uint32_t r = 0; r < 3; r++) {
+		o.rank = r;
+		s = stream_ok(ctx, m, &o);
+		while (!pm_stream_next(s, &b) && b) {
+			uint32_t samples = 0, with_b = 0;
+
+			check_batch(m, b);
+			for (uint32_t i = 0; i < b->nitems; samples++) {
+				int64_t q = pm_manifest_sample(m, b->items[i].index);
+				uint32_t n = 1 + (uint32_t)q % 3;
+
+				/* its items, first to last, in the batch's order */
+				for (uint32_t j = 0; j < n; j++) {
+					assert_true(i + j < b->nitems);
+					assert_int_equal(pm_manifest_sample(m, b->items[i + j].index), q);
+					assert_string_equal(pm_manifest_field(m, b->items[i + j].index),
+							    fields[j]);
+				}
+				with_b += n > 1;
+				seen[b->epoch][q]++;
+				i += n;
+			}
+			assert_true(samples <= 4);
+			assert_int_equal(pm_stream_batch_field(s, b, "b.txt", out, 8), (int)with_b);
+			for (uint32_t k = 0; k < with_b; k++)
+				assert_string_equal(pm_manifest_field(m, out[k]->index), "b.txt");
+			assert_int_equal(pm_stream_batch_field(s, b, "nope", out, 8), 0);
+			assert_int_equal(pm_stream_release(s, b), 0);
+		}
+		pm_stream_destroy(s);
+	}
+	for (int e = 0; e < 2; e++)
+		for (int q = 0; q < 40; q++)
+			assert_int_equal(seen[e][q], 1);
+	/* the 3-item samples need 50 + 51 + 52 bytes, placed at 0, 64 and 128 */
+	o.world_size = 1;
+	o.rank = 0;
+	o.batch_items = 0;
+	o.batch_bytes = 179;
+	o.direct = PM_DIRECT_OFF;
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EFBIG);
+	assert_non_null(strstr(pm_ctx_last_error(ctx),
+			       "item 3 (" ));
+	assert_non_null(strstr(pm_ctx_last_error(ctx),
+			       "offset 2000 length 50), the first of a sample of 3 items, needs 180 bytes"));
+	o.batch_bytes = 180;
+	s = stream_ok(ctx, m, &o);
+	consume(s, m, NULL, NULL, NULL);
+	finish(ctx, m, s);
+}
+
+/* Grouping refuses what would split a sample or name a field twice, changing nothing. */
+static void test_group_bad_input(void **state)
+{
+	static const char *const twice[] = { "x", "y", "x" };
+	struct pm_manifest *m = new_manifest();
+	char err[256];
+
+	for (int i = 0; i < 4; i++)
+		add(m, 0, (uint64_t)i * 10, 10);
+	assert_int_equal(pm_manifest_group(m, 4, NULL, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "group from item 4: the manifest has 4 items"));
+	assert_int_equal(pm_manifest_group(m, 1, twice, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "field 'x' twice (items 1 and 3)"));
+	assert_int_equal(pm_manifest_sample(m, 3), 3);	/* unchanged */
+	assert_string_equal(pm_manifest_field(m, 1), "");
+	assert_int_equal(pm_manifest_group(m, 2, NULL, err, sizeof(err)), 0);
+	assert_int_equal(pm_manifest_sample(m, 3), 2);
+	assert_int_equal(pm_manifest_group(m, 3, NULL, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "it is in the sample of item 2, which would be split"));
+	add(m, 0, 100, 10);
+	assert_int_equal(pm_manifest_sample(m, 4), 3);
+	pm_manifest_destroy(m);
+}
+
 static void test_bad_opts(void **state)
 {
 	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
@@ -1980,6 +2091,8 @@ int main(void)
 		cmocka_unit_test(test_past_eof),
 		cmocka_unit_test(test_zero_and_too_big),
 		cmocka_unit_test(test_exact_fit),
+		cmocka_unit_test(test_samples_stay_whole),
+		cmocka_unit_test(test_group_bad_input),
 		cmocka_unit_test(test_bad_opts),
 		cmocka_unit_test(test_file_shrinks),
 		cmocka_unit_test(test_eio),
