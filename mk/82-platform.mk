@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: MIT
+# The platform matrix of the Python package (in make check):
+#   make platform-check  the pytest suite (tests/python, with the CUDA
+#                        stand-in when the toolkit's headers are here) on
+#                        each of PLATFORMS, pinmem installed with pip into
+#                        a venv: host = this Debian (12: Python 3.11, torch
+#                        1.13), trixie (13: 3.13, torch 2.6) and sid
+#                        (unstable: 3.14, torch 2.14) in debootstrap'd
+#                        chroots cached in /var/cache/pinmem/platform
+#                        (tests/platform/prepare.sh; the first run builds
+#                        them, ~N min).  One line per platform:
+#                        platform: <distro> python X.Y torch A.B: N passed, M failed, K skipped
+#   make clients-check   real clients on sid's packages, CPU only, offline
+#                        (tests/platform/clients): HF Accelerate's prepare(),
+#                        the HF Trainer, torchrun with gloo.
+# Work trees and logs: $(O)/platform/<platform>[-clients]/.
+
+PLATFORMS ?= host trixie sid
+PLATFORM_ENV = O=$(abspath $(O)) PYTHON=$(PYTHON) PINMEM_CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME)
+
+.PHONY: platform-check clients-check
+platform-check:
+	@mkdir -p $(O)/platform
+	@fail=; for p in $(PLATFORMS); do \
+		$(PLATFORM_ENV) tests/platform/run.sh $$p >$(O)/platform/$$p.out 2>&1 || fail="$$fail $$p"; \
+		grep '^platform: [^ ]* python ' $(O)/platform/$$p.out || \
+			{ echo "platform: $$p: no result line"; fail="$$fail $$p"; }; \
+	done; \
+	for p in $$fail; do echo "--- $$p ($(O)/platform/$$p.out):"; tail -n 40 $(O)/platform/$$p.out; done; \
+	[ -z "$$fail" ] || { echo "platform-check: failed on$$fail"; exit 1; }
+
+clients-check:
+	@mkdir -p $(O)/platform
+	@$(PLATFORM_ENV) tests/platform/run.sh --clients sid >$(O)/platform/sid-clients.out 2>&1 || \
+		{ tail -n 60 $(O)/platform/sid-clients.out; echo "clients-check: failed"; exit 1; }; \
+	grep '^clients: ' $(O)/platform/sid-clients.out
+
+CHECK_STEPS += platform-check clients-check

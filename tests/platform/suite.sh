@@ -1,0 +1,56 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# One platform of the Python matrix (tests/platform/run.sh runs it, in a
+# platform chroot or on the host): installs pinmem the way a user does, with
+# pip into a venv, offline, and runs the pytest suite (tests/python) against
+# that install, or with --clients the real clients' checks
+# (tests/platform/clients).
+#
+#   suite.sh [--clients] WORK PYTHON DISTRO
+#
+# WORK holds a clean copy of the checkout in WORK/src; the venv, the CUDA
+# stand-in's build and pytest's report and log go beside it.  PINMEM_CUDA=1
+# (with CUDA_HOME) builds the extension's cuda backend and the stand-in
+# (tests/cuda_stub), as `make python-check` does on a host with the
+# toolkit's headers.  The last line of stdout is the platform's one line,
+# from tests/platform/summary.py; the exit status says whether it passed.
+set -eu
+
+clients=0
+[ "${1:-}" = --clients ] && { clients=1; shift; }
+[ $# = 3 ] || { echo "usage: suite.sh [--clients] WORK PYTHON DISTRO" >&2; exit 2; }
+work=$1 python=$2 distro=$3
+cd "$work"
+fail() { echo "platform: $distro: $*" >&2; exit 1; }
+
+# pip as a user without network runs it (as tests/python-pip/pip-check.sh).
+unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL PYTHONPATH 2>/dev/null || true
+export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
+	PIP_ROOT_USER_ACTION=ignore
+"$python" -m venv --system-site-packages venv >venv.log 2>&1 ||
+	{ cat venv.log >&2; fail "$python -m venv --system-site-packages failed"; }
+(cd src && PINMEM_WERROR=1 ../venv/bin/pip install --no-build-isolation --no-index \
+	./python) >pip.log 2>&1 ||
+	{ tail -n 30 pip.log >&2; fail "pip install --no-build-isolation --no-index ./python failed (log $work/pip.log)"; }
+
+stub=
+if [ "${PINMEM_CUDA:-0}" = 1 ]; then
+	stub=$work/o/unit/libcudart_stub.so
+	make -s -C src O="$work/o" CUDA=1 CUDA_HOME="$CUDA_HOME" PYTHON="$python" "$stub" >stub.log 2>&1 ||
+		{ cat stub.log >&2; fail "building the CUDA stand-in failed"; }
+fi
+
+if [ "$clients" = 1 ]; then
+	tests=$work/src/tests/platform/clients
+	what=clients
+else
+	tests=$work/src/tests/python
+	what=platform
+fi
+rc=0
+(cd "$tests" && PINMEM_CUDA_STUB=$stub PYTHONDONTWRITEBYTECODE=1 \
+	"$work/venv/bin/python" -m pytest -p no:cacheprovider -rfEs --durations=20 \
+	--junitxml="$work/junit.xml" .) >pytest.log 2>&1 || rc=$?
+exec "$work/venv/bin/python" "$work/src/tests/platform/summary.py" --what "$what" \
+	--distro "$distro" --pytest-rc "$rc" --log "$work/pytest.log" \
+	--must-run "$work/src/tests/platform/must-run.txt" "$work/junit.xml"
