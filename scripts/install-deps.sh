@@ -17,11 +17,13 @@ set -eu
 # Build: what `make` (library, pinctl, pinstream) and `make demo` need.
 BUILD_PKGS="build-essential pkg-config liburing-dev"
 # Tests: unit tests, sparse, the VM harness (and its ext4/XFS disks), the DKMS check,
-# promtool (prometheus) for pinctl's metrics, systemd-analyze for the units.
+# promtool (prometheus) for pinctl's metrics, systemd-analyze for the units,
+# debootstrap and iproute2 (loopback in a network namespace) for the chroots.
 TEST_PKGS="libcmocka-dev sparse kmod busybox-static cpio qemu-system-x86 fio \
 	dkms bc bison flex libelf-dev libssl-dev dwarves rsync xz-utils python3 \
 	python3-dev python3-setuptools python3-numpy python3-pytest python3-torch \
-	python3-venv python3-wheel e2fsprogs xfsprogs zstd debootstrap prometheus systemd"
+	python3-venv python3-wheel e2fsprogs xfsprogs zstd debootstrap prometheus systemd \
+	iproute2"
 # Packages: `make deb` (debhelper, dh-dkms, dh-python) and its lintian run.
 DEB_PKGS="debhelper dh-dkms dh-python python3-dev python3-setuptools \
 	fakeroot lintian"
