@@ -266,11 +266,20 @@ struct pm_stream_opts {
 	uint32_t readers;
 	uint32_t reserved32;	/* zero */
 	/*
+	 * Resume: the first batch handed over is batch number start_batch of
+	 * the stream these options make (b->seq counts from it, over epochs),
+	 * found from the plan alone (a function of the manifest, the options,
+	 * the seed, the epoch and the rank): nothing before it is read.
+	 * Equal to the stream's number of batches: nothing is left (the first
+	 * pm_stream_next returns the end); more: create fails (-EINVAL).  [0]
+	 */
+	uint64_t start_batch;
+	/*
 	 * Room to grow: new options are carved out of it, so a program built
 	 * against this header keeps working with a later library.  Must be
 	 * zero (pm_stream_opts_init zeroes it): -EINVAL otherwise.
 	 */
-	uint64_t reserved[7];
+	uint64_t reserved[6];
 };
 
 /* One item of a delivered batch. */

@@ -175,6 +175,37 @@ static void totals(struct pm_stream *s)
 	s->total_bytes = b * s->o.epochs;	/* exact unless shuffled and sharded */
 }
 
+/*
+ * Resume at batch o.start_batch: the plan packs the batches before it (per
+ * epoch: the order, then each batch's items) without reading any.
+ */
+static int seek_batches(struct pm_stream *s)
+{
+	uint64_t done = 0, span;
+
+	while (done < s->o.start_batch) {
+		size_t k;
+
+		if (s->pos == s->plan.count) {
+			if (s->epoch + 1 >= s->o.epochs)
+				return pm_ctx_error(s->ctx, -EINVAL,
+						    "start_batch %llu is past the end: the stream has %llu batches",
+						    (unsigned long long)s->o.start_batch,
+						    (unsigned long long)done);
+			if (pm_plan_epoch(&s->plan, ++s->epoch))
+				return pm_ctx_error(s->ctx, -ENOMEM, "no memory for the plan's batches");
+			s->pos = 0;
+			continue;
+		}
+		k = pm_plan_batch(&s->plan, s->pos, s->palign, s->slot_bytes,
+				  s->o.batch_items, &span);
+		s->pos += k ? k : 1;
+		done++;
+	}
+	s->issued_seq = s->next_seq = done;
+	return 0;
+}
+
 int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		     const struct pm_stream_opts *opts, struct pm_stream **sp)
 {
@@ -254,6 +285,9 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		goto fail;
 	}
 	totals(s);	/* with the item equal steps may repeat */
+	ret = seek_batches(s);
+	if (ret)
+		goto fail;
 
 	s->nslots = s->o.slots;
 	bo.pin = s->o.pin;

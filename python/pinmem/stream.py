@@ -68,8 +68,9 @@ class Stream:
     rank and world_size default to torch.distributed's (when initialised),
     else $RANK and $WORLD_SIZE, else 0 and 1.  state_dict() after k batches
     and load_state_dict() on a new Stream with the same arguments resume at
-    batch k (the library has no seek yet: the k batches are read again and
-    dropped).  Other keywords go to the library: slots, prefetch, qd,
+    batch k without reading anything before it (the plan is a function of
+    the manifest, the options, the seed, the epoch and the rank).  Other
+    keywords go to the library: slots, prefetch, qd,
     readers (reader threads, each with its own io_uring; default: the CPUs
     the process may use, at most 4), chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
     order ("in_order"/"as_completed"), shard_pad ("exact"/"pad"/"drop"),
@@ -120,8 +121,8 @@ class Stream:
                           cuda_device=cuda_device if backend == "cuda" else -1,
                           views_on_device=on_dev)
         self._s = None
-        self._delivered = 0
         self._skip = 0
+        self._next = 0      # after the last batch handed over: where a resume starts
 
     def _config(self):
         o = self._opts
@@ -131,12 +132,8 @@ class Stream:
 
     def _open(self):
         if self._s is None:
-            self._s = _pinmem._Stream(self.ctx, self.manifest, **self._opts)
-            for _ in range(self._skip):
-                b = self._s.next()
-                if b is None:
-                    break
-                b.release()
+            self._s = _pinmem._Stream(self.ctx, self.manifest, start_batch=self._skip,
+                                      **self._opts)
         return self._s
 
     def __iter__(self):
@@ -149,12 +146,13 @@ class Stream:
         b = self._open().next()
         if b is None:
             raise StopIteration
-        self._delivered += 1
+        self._next = max(self._next, b.seq + 1)
         return b
 
     def state_dict(self):
-        """Where the consumer is: the number of batches taken so far, and what makes the order."""
-        return {"batches": self._skip + self._delivered, "config": self._config()}
+        """Where the consumer is: the batch number after the last one taken (batches a
+        failure skipped count), and what makes the order."""
+        return {"batches": max(self._skip, self._next), "config": self._config()}
 
     def load_state_dict(self, state):
         """Resume at state's batch; call before iterating, with the same source and options."""
@@ -164,7 +162,7 @@ class Stream:
             raise ValueError("pinmem.Stream: state was saved with %r, this stream has %r"
                              % (state.get("config"), self._config()))
         self._skip = int(state["batches"])
-        self._delivered = 0
+        self._next = self._skip
 
     def stats(self):
         """The library's counters: bytes, batches, GB/s, waits, latencies, pin mode."""

@@ -101,7 +101,7 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 				  "batch_items", "qd", "chunk_bytes", "epochs", "direct",
 				  "on_error", "order", "shuffle", "no_crc", "seed", "rank",
 				  "world_size", "shard_pad", "pin", "cuda_device",
-				  "views_on_device", "handoff", "readers", NULL };
+				  "views_on_device", "handoff", "readers", "start_batch", NULL };
 	PyObject *direct = NULL, *on_error = NULL, *order = NULL, *pad = NULL, *pin = NULL,
 		 *handoff = NULL;
 	PmContext *ctx;
@@ -109,16 +109,16 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	struct pm_stream_opts o;
 	int shuffle = 0, no_crc = 0, d = 0, e = 0, ord = 0, p = 0, pm = 0, dev = -1, on_dev = 0,
 	    h = 0, r;
-	unsigned long long batch_bytes = 0, seed = 0;
+	unsigned long long batch_bytes = 0, seed = 0, start_batch = 0;
 
 	pm_stream_opts_init(&o);
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipUI", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipUIK", kwlist,
 					 &PmContext_Type, &ctx, &PmManifest_Type, &m,
 					 &o.slots, &o.prefetch, &batch_bytes, &o.batch_items,
 					 &o.qd, &o.chunk_bytes, &o.epochs, &direct, &on_error,
 					 &order, &shuffle, &no_crc, &seed, &o.rank,
 					 &o.world_size, &pad, &pin, &dev, &on_dev, &handoff,
-					 &o.readers))
+					 &o.readers, &start_batch))
 		return -1;
 	if (self->s) {
 		PyErr_SetString(PyExc_RuntimeError, "pinmem: Stream is already open");
@@ -142,6 +142,7 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	o.batch_bytes = batch_bytes;
+	o.start_batch = start_batch;
 	o.seed = seed;
 	o.shuffle = shuffle;
 	o.no_crc = no_crc;

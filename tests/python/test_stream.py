@@ -159,6 +159,23 @@ def test_resume_gives_the_same_remaining_batches(data_files, epochs, k):
     assert r.state_dict()["batches"] == len(full)
 
 
+def test_resume_reads_nothing_before(tmp_path):
+    paths = []
+    for i in range(40):
+        p = tmp_path / ("r%02d" % i)
+        p.write_bytes(bytes([i]) * 65536)
+        paths.append(str(p))
+    kw = dict(batch_items=2, shuffle=True, seed=2, epochs=2, slots=2, module=MODULE_MODE)
+    full = run(pinmem.Stream(paths, **kw))
+    k = len(full) * 9 // 10
+    r = pinmem.Stream(paths, **kw)
+    r.load_state_dict({"batches": k, "config": r._config()})
+    assert run(r) == full[k:]
+    st = r.stats()
+    assert st["read_bytes"] <= 0.11 * 40 * 65536 * 2, st   # at 90%: at most 11% read
+    r.close()
+
+
 def test_resume_refuses_other_options(data_files):
     s = pinmem.Stream(data_files, batch_items=3, seed=1)
     state = s.state_dict()

@@ -17,7 +17,8 @@
 #include "pinmem_stream.h"
 
 _Static_assert(sizeof(struct pm_stream_opts) == 152, "pm_stream_opts layout changed");
-_Static_assert(offsetof(struct pm_stream_opts, reserved) == 96, "pm_stream_opts grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_opts, start_batch) == 96, "pm_stream_opts moved an option");
+_Static_assert(offsetof(struct pm_stream_opts, reserved) == 104, "pm_stream_opts grew outside reserved");
 _Static_assert(sizeof(struct pm_stream_stats) == 568, "pm_stream_stats layout changed");
 _Static_assert(offsetof(struct pm_stream_stats, reserved) == 456, "pm_stream_stats grew outside reserved");
 _Static_assert(offsetof(struct pm_stream_stats, populated_bytes) == 448, "pm_stream_stats moved a counter");
@@ -57,10 +58,10 @@ static void test_reserved(void **state)
 	pm_stream_opts_init(&o);
 	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
 		assert_int_equal(o.reserved[i], 0);
-	o.reserved[6] = 1;	/* an option of a newer header */
+	o.reserved[5] = 1;	/* an option of a newer header */
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "reserved options must be zero"));
-	o.reserved[6] = 0;
+	o.reserved[5] = 0;
 	o.reserved32 = 1;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "reserved options must be zero"));
