@@ -7,8 +7,8 @@
  * for that reason only (REFUSALS), on the user's line of the stats file,
  * in REFUSALS of a later process of that user, and in pinctl's text, JSON
  * and Prometheus outputs.  The users kept for their counters are bounded
- * (max_idle_users): with 4 allowed and 12 users refused one after the
- * other, 4 stay, the rest are summed in users_evicted, and the users' and
+ * (max_idle_users): with 8 allowed and 40 users refused one after the
+ * other, 8 stay, the rest are summed in users_evicted, and the users' and
  * the evicted counters still add up to the global ones.  A user that only
  * opened and closed leaves nothing behind.
  */
@@ -31,8 +31,8 @@
 #define PG		KT_PAGE
 #define UID_REASON	2100	/* + PINMEM_REASON_* */
 #define UID_BOUND	3000
-#define NBOUND		12
-#define BOUND		4
+#define NBOUND		40
+#define BOUND		8
 #define CGROOT		"/sys/fs/cgroup"
 #define CG2_MAGIC	0x63677270
 #define PINCTL		"/tests/kernel/pinctl_vm"
@@ -257,9 +257,9 @@ out:
 }
 
 /* Run pinctl (this VM's pinctl_vm under that name) as root into out. */
-static int pinctl(const char *a1, const char *a2)
+static int pinctl3(const char *a1, const char *a2, const char *a3)
 {
-	char *argv[] = { "pinctl", (char *)a1, (char *)a2, NULL };
+	char *argv[] = { "pinctl", (char *)a1, (char *)a2, (char *)a3, NULL };
 	int pfd[2], status;
 	size_t got = 0;
 	ssize_t n;
@@ -283,6 +283,11 @@ static int pinctl(const char *a1, const char *a2)
 	close(pfd[0]);
 	waitpid(pid, &status, 0);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int pinctl(const char *a1, const char *a2)
+{
+	return pinctl3(a1, a2, NULL);
 }
 
 /* pinmem_user_refused_total{uid="U",...,reason="R"} in out, or -1. */
@@ -321,6 +326,22 @@ static long long json_user(unsigned int uid, const char *reason)
 	return strtoll(p + strlen(key), NULL, 10);
 }
 
+/*
+ * As the refused user, through the STATS and REFUSALS ioctls (what pinctl
+ * reads without the stats file): its own refusals by every reason.
+ */
+static int ioctl_view(void *arg)
+{
+	unsigned int r = (unsigned int)(uintptr_t)arg, i;
+	int bad = 0;
+
+	if (pinctl3("status", "--source=ioctl", "--prometheus"))
+		return 2;
+	for (i = 0; i < PINMEM_REASON_COUNT; i++)
+		bad |= prom_user(UID_REASON + r, pinctl_name[i]) != (i == r);
+	return bad;
+}
+
 static void pinctl_views(void)
 {
 	unsigned int r;
@@ -340,6 +361,11 @@ static void pinctl_views(void)
 	      strstr(out, "pinmem_refused_total{reason=\"cgroup\"}") &&
 	      strstr(out, "pinmem_refused_total{reason=\"regions\"}"),
 	      "prometheus: machine refusals by every reason");
+	for (r = 0; r < PINMEM_REASON_COUNT; r++)
+		if (reason_runs(r))
+			kt_eq(kt_run_as(UID_REASON + r, 0, ioctl_view, (void *)(uintptr_t)r), 0,
+			      "pinctl --source=ioctl as uid %u: refused %s 1, other reasons 0",
+			      UID_REASON + r, pinctl_name[r]);
 	kt_eq(pinctl("status", "--json"), 0, "pinctl status --json");
 	for (r = 0; r < PINMEM_REASON_COUNT; r++)
 		if (reason_runs(r))
