@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Builds (or reuses) the sanitizing debug kernel for `make vm-check-debug`:
 # Debian's linux-source-6.12, `make tinyconfig` + tests/vm-debug/debug.config
-# (KASAN, lockdep, kmemleak, DEBUG_VM), bzImage plus a module build tree.
+# (KASAN, lockdep, kmemleak, DEBUG_VM; module signatures trusting the test
+# key signing/test-cert.pem), bzImage plus a module build tree.
 #
 #   build-kernel.sh [--print-dir]
 #
@@ -20,6 +21,7 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 frag=$here/debug.config
+cert=$here/signing/test-cert.pem
 cache=${PINMEM_CACHE:-}
 if [ -z "$cache" ]; then	# root: /var/cache/pinmem; others: their own cache
 	cache=/var/cache/pinmem
@@ -78,8 +80,9 @@ print_only=0
 
 install_source
 srcver=$(dpkg-query -W -f='${Version}' $pkg)
-# The recipe (tinyconfig base) is part of the key, with the fragment.
-hash=$( { echo "base=tinyconfig"; cat "$frag"; } | sha256sum | cut -c1-12)
+# The recipe (tinyconfig base) is part of the key, with the fragment and
+# the certificate the kernel trusts.
+hash=$( { echo "base=tinyconfig"; cat "$frag" "$cert"; } | sha256sum | cut -c1-12)
 dir=$cache/$srcver-$hash
 if [ $print_only = 1 ]; then echo "$dir"; exit 0; fi
 
@@ -94,6 +97,19 @@ fi
 
 start=$(date +%s)
 src=$dir/linux
+# A complete build of the same source with another fragment is a tree kbuild
+# can bring to this configuration incrementally (it rebuilds what a changed
+# option reaches): minutes instead of a full build.
+seed=
+for d in "$cache/$srcver"-*; do
+	[ "$d" != "$dir" ] && [ -f "$d/.complete" ] && seed=$d
+done
+if [ ! -f "$dir/.unpacked" ] && [ -n "$seed" ]; then
+	log "starting from the tree of $seed (an incremental build)"
+	rm -rf "${src:?}"
+	cp -a "$seed/linux" "$src"
+	touch "$dir/.unpacked"
+fi
 if [ ! -f "$dir/.unpacked" ]; then
 	log "unpacking $tarball"
 	rm -rf "${src:?}" "${dir:?}/$pkg"
@@ -108,6 +124,7 @@ kmake() { nice -n 19 make -C "$src" ARCH=x86_64 "$@" >>"$buildlog" 2>&1; }
 : > "$buildlog"
 # Reconfiguring an unchanged tree rewrites the same .config; kbuild then
 # rebuilds nothing.
+cp "$cert" "$src/certs/pinmem-test-cert.pem"
 kmake tinyconfig
 (cd "$src" && scripts/kconfig/merge_config.sh -m .config "$frag") >>"$buildlog" 2>&1
 kmake olddefconfig

@@ -6,6 +6,11 @@
 # what only a debug kernel reports: KASAN, lockdep, kmemleak leaks that belong
 # to pinmem (scanned after each rmmod by kmemleak-hook.sh), and that lockdep
 # and kmemleak were really working.
+# The suite boots with module.sig_enforce=1, as lockdown enforces it under
+# Secure Boot: the kernel trusts the test key signing/test-cert.pem (the
+# enrolled MOK key of a real machine), pinmem.ko is signed with it the way
+# DKMS signs (scripts/sign-file), and /init checks that an unsigned copy and
+# one signed by another key are refused and that `pinctl doctor` says why.
 #   check.sh --canary  boot tests/vm-debug/canary (a pinmem.ko with a lock
 #                      inversion, an out-of-bounds read and a leak) instead,
 #                      and pass only if the judge catches all three.
@@ -30,6 +35,29 @@ kver=$(cat "$kdir/kver")
 echo "vm-check-debug: kernel $kver from $kdir (build $(cat "$kdir/build-time")s when it was built; $((t1 - t0))s now)"
 
 module=
+append="kasan_multi_shot"
+if [ $canary = 0 ]; then
+	# pinmem.ko as DKMS installs it on a Secure Boot machine, and two the
+	# kernel must refuse (in the VM as /sig/*.ko, see tests/vm/init.sh).
+	sig=$out/sig
+	rm -rf "$sig"
+	mkdir -p "$sig/root/sig"
+	$MAKE -s --no-print-directory kmod KVER="debug-$kver" KDIR="$kdir/linux" O="$O"
+	plain=$O/kmod/debug-$kver/pinmem.ko
+	signfile=$kdir/linux/scripts/sign-file
+	[ -x "$signfile" ] || { echo "vm-check-debug: FAIL: no $signfile in the debug build" >&2; exit 1; }
+	cp "$plain" "$sig/pinmem.ko"
+	"$signfile" sha256 $here/signing/test-key.pem $here/signing/test-cert.pem "$sig/pinmem.ko"
+	cp "$plain" "$sig/root/sig/unsigned.ko"
+	openssl req -new -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=untrusted" \
+		-keyout "$sig/other-key.pem" -out "$sig/other-cert.pem" 2>/dev/null
+	cp "$plain" "$sig/root/sig/other-key.ko"
+	"$signfile" sha256 "$sig/other-key.pem" "$sig/other-cert.pem" "$sig/root/sig/other-key.ko"
+	module="--module $sig/pinmem.ko"
+	append="$append module.sig_enforce=1"
+	VM_EXTRA_ROOT="${VM_EXTRA_ROOT:-} $sig/root"
+	export VM_EXTRA_ROOT
+fi
 if [ $canary = 1 ]; then
 	rm -rf "$out/canary"
 	mkdir -p "$out/canary"
@@ -44,7 +72,7 @@ rc=0
 VM_TEST_TIMEOUT=${VM_DEBUG_TEST_TIMEOUT:-900} tests/vm/run.sh \
 	--kernel "$kdir/bzImage" --kbuild "$kdir/linux" --kver "debug-$kver" \
 	--out "$out" --timeout "${VM_DEBUG_TIMEOUT:-2700}" \
-	--hook "$here/kmemleak-hook.sh" --append "kasan_multi_shot" $module || rc=$?
+	--hook "$here/kmemleak-hook.sh" --append "$append" $module || rc=$?
 t2=$(date +%s)
 log=$out/console.txt
 [ -f "$log" ] || { echo "vm-check-debug: FAIL: no console log" >&2; exit 1; }
