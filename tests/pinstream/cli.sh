@@ -161,6 +161,21 @@ expect 0 '"strongest_cold":"[abe]","strongest_warm":"[abe]","rows":\[.*"mode":"e
 # every row runs --rounds times: the median, the range, each round's ratio
 expect 0 '"rounds":2,.*"mode":"c","name":"pinmem buffered io_uring","cache":"cold","ok":true,"gbps":[0-9.]+,"gbps_min":[0-9.]+,"gbps_max":[0-9.]+,"ratio_min":[0-9.]+,"ratio_max"' --compare --rounds 2 --json "$work"/d/data-*.bin
 expect 0 'warm: the strongest baseline is .*\(c\) [0-9.]+x \(rounds [0-9.]+-[0-9.]+x\)' --compare --rounds 1 "$work"/d/data-*.bin
+# five rounds by default; every cold row from the same memory state (anonymous memory as large as the dataset touched and freed)
+expect 0 '"rounds":5,"cold_method":"[^"]*","cold_memory":"then 8 MiB of anonymous memory touched and freed"' --compare --cold-only --json "$work"/d/data-*.bin
+# files this user neither owns nor may write: mincore cannot tell what is cached, and says so ('?', -1), not 100%
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	n=$((n + 1))
+	mkdir "$work/ro" && cp "$work"/d/data-*.bin "$work/ro/" && chmod 755 "$work" "$work/ro" && chmod 644 "$work"/ro/*
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" --compare --cold-only --rounds 1 --json \
+		--pin none "$work"/ro/data-*.bin >"$work/out" 2>&1
+	grep -q '"mode":"a".*"cached_at_start":-1\.000' "$work/out" ||
+		fail "--compare on another user's files: cached not unknown: $(head -c 600 "$work/out")"
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" --compare --cold-only --rounds 1 \
+		--pin none "$work"/ro/data-*.bin >"$work/out" 2>&1
+	grep -Eq '^\(a\) pread \+ memcpy to pinned +cold .* \?  ' "$work/out" ||
+		fail "--compare on another user's files: no '?' in the cached column: $(head -c 900 "$work/out")"
+fi
 # small files, one item each: more files than the open-files limit stream (opened as read)
 expect 0 'wrote 300 files, .*, 300 items' --make-dataset "$work/s" --files 300 --item-size 1K-8K
 n=$((n + 1))

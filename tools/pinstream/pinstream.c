@@ -72,7 +72,7 @@ static const char usage_text[] =
 "  --cold-only           --compare without the warm (page cache) rows\n"
 "  --rounds N            --compare runs every row N times, in a rotated order\n"
 "                        (reversed every other round), and shows the median\n"
-"                        and the range [3]\n"
+"                        and the range [5]\n"
 "  --make-dataset DIR    write DIR/data-NNNN.bin and DIR/manifest.txt (random\n"
 "                        unaligned items with crc32c)\n"
 "  --size SIZE           dataset size, e.g. 2G\n"
@@ -561,7 +561,7 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 		return -EINVAL;
 	}
 	if (a->compare && !a->rounds)
-		a->rounds = 3;
+		a->rounds = 5;
 	if (a->compare && (a->so.epochs > 1 || a->so.world_size > 1)) {
 		ps_err("--compare reads every item once: no --epochs or --world-size");
 		return -EINVAL;

@@ -11,7 +11,9 @@
  *       CPUs) pread whole batches into pageable memory, two batches ahead
  *       each (prefetch_factor=2), and one pin thread copies each batch, in
  *       order, into the pinned buffer.
- * Cold rows start with the files dropped from the page cache.  A warm row
+ * Cold rows start with the files dropped from the page cache and from the
+ * same memory state: as much anonymous memory as the dataset is touched and
+ * freed just before each (settle_memory).  A warm row
  * is a reader's second epoch: the files are dropped, the row's own mode
  * reads them once untimed, then the row is timed.  How a reader fills the
  * page cache decides how fast every later epoch copies out of it (many
@@ -88,6 +90,7 @@ struct cmp {
 	void *dev;
 	char *pageable;
 	char drop_note[160];
+	char settle_note[160];	/* what settle_memory did */
 	uint64_t reported_kib;	/* free memory this VM gave back to its host during the cold rounds */
 	uint32_t rounds;
 	/* (e) */
@@ -106,7 +109,12 @@ static double cpu_s(void)
 	       ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* Share of the dataset's pages in the page cache (mincore). */
+/*
+ * Share of the dataset's pages in the page cache (mincore); -1 when it
+ * cannot be told: mincore reports every page of a file the caller neither
+ * owns nor may write as resident (Linux 5.2 on), which said 100% for cold
+ * files of another user.
+ */
 static double cached_share(struct cmp *c)
 {
 	uint64_t in = 0, all = 0;
@@ -120,6 +128,9 @@ static double cached_share(struct cmp *c)
 
 		if (fstat(c->fds[i], &st) || !st.st_size)
 			continue;
+		if (st.st_uid != geteuid() && geteuid() != 0 &&
+		    access(pm_manifest_path(c->m, i), W_OK))
+			return -1;
 		pages = (st.st_size + pg - 1) / pg;
 		p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, c->fds[i], 0);
 		if (p == MAP_FAILED)
@@ -153,6 +164,37 @@ static void drop_cache(struct cmp *c)
 			 "posix_fadvise(DONTNEED) on every file + /proc/sys/vm/drop_caches");
 	if (fd >= 0)
 		close(fd);
+}
+
+/*
+ * Every cold row starts from the same memory state: touch and free as much
+ * anonymous memory as the dataset (at most three quarters of what is
+ * available), so the memory the row's page cache will take was just used
+ * and freed, whatever the row before it left (its page cache dropped, or
+ * memory a VM's free page reporting handed back to its host, which costs
+ * a refault from the host on first touch).
+ */
+static void settle_memory(struct cmp *c)
+{
+	long avail = sysconf(_SC_AVPHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+	uint64_t want = pm_manifest_bytes(c->m), room;
+	char b[32];
+	char *p;
+
+	room = avail > 0 ? (uint64_t)avail * (uint64_t)pg / 4 * 3 : 0;
+	if (want > room)
+		want = room;
+	want = want / (uint64_t)pg * (uint64_t)pg;
+	if (!want)
+		return;
+	p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	for (uint64_t off = 0; off < want; off += (uint64_t)pg)
+		p[off] = 1;
+	munmap(p, want);
+	snprintf(c->settle_note, sizeof(c->settle_note),
+		 "then %s of anonymous memory touched and freed", ps_bytes(want, b, sizeof(b)));
 }
 
 /*
@@ -450,6 +492,8 @@ static void run_row(struct cmp *c, enum mode mode, bool warm, struct row *r)
 	int ret;
 
 	drop_cache(c);
+	if (!warm)
+		settle_memory(c);
 	if (warm) {
 		/* the row's first epoch, untimed: its own page cache */
 		memset(r, 0, sizeof(*r));
@@ -552,8 +596,9 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 	       ps_bytes(c->a->so.chunk_bytes, b3, sizeof(b3)), ci.backend,
 	       c->backend ? " (every row includes the copy to the device)" :
 			    " (host side only: the copy to the device is the same for every row)");
-	printf("cold rows: page cache dropped first with %s; warm rows: dropped, read once untimed by the same mode, then timed (a second epoch); 'cached' is the share of the files in the page cache when the row started\n",
-	       c->drop_note[0] ? c->drop_note : "nothing (no row ran)");
+	printf("cold rows: page cache dropped first with %s%s%s; warm rows: dropped, read once untimed by the same mode, then timed (a second epoch); 'cached' is the share of the files in the page cache when the row started ('?': mincore cannot tell for files this user neither owns nor may write)\n",
+	       c->drop_note[0] ? c->drop_note : "nothing (no row ran)",
+	       c->settle_note[0] ? ", " : "", c->settle_note);
 	printf("every row ran %u round%s (cold rounds, then warm rounds; a rotated order each round, reversed every other round): GB/s and CPU s/GB are medians, 'range' the rounds' GB/s\n",
 	       c->rounds, c->rounds == 1 ? "" : "s");
 	if (c->reported_kib)
@@ -564,10 +609,15 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 	for (int i = 0; i < n; i++) {
 		struct row *r = &rows[i], *base = strongest(rows, n, r->warm);
 
+		char cached[16];
+
+		if (r->cached < 0)
+			snprintf(cached, sizeof(cached), "?");
+		else
+			snprintf(cached, sizeof(cached), "%.0f%%", 100 * r->cached);
 		if (!r->ok) {
-			printf("%-30s %-5s %7s %13s %9s %9s %9s %6.0f%%  %s\n", mode_names[r->mode],
-			       r->warm ? "warm" : "cold", "n/a", "", "", "", "", 100 * r->cached,
-			       r->note);
+			printf("%-30s %-5s %7s %13s %9s %9s %9s %7s  %s\n", mode_names[r->mode],
+			       r->warm ? "warm" : "cold", "n/a", "", "", "", "", cached, r->note);
 			continue;
 		}
 		snprintf(b1, sizeof(b1), "%.2f-%.2f", r->gbps_min, r->gbps_max);
@@ -578,7 +628,7 @@ static void print_table(struct cmp *c, struct row *rows, int n)
 			       r->cpu_per_gb / base->cpu_per_gb);
 		else
 			printf(" %9s %9s", "", "");
-		printf(" %6.0f%%  %s\n", 100 * r->cached, r->note);
+		printf(" %7s  %s\n", cached, r->note);
 	}
 	for (int warm = 0; warm < 2; warm++) {
 		struct row *base = strongest(rows, n, warm);
@@ -657,6 +707,8 @@ static void print_json(struct cmp *c, struct row *rows, int n)
 	       (unsigned long long)c->slot, c->a->so.qd, c->a->so.chunk_bytes, ci.backend,
 	       c->rounds);
 	ps_json_str(stdout, c->drop_note);
+	printf(",\"cold_memory\":");
+	ps_json_str(stdout, c->settle_note);
 	printf(",\"warm_method\":\"dropped, read once untimed by the same mode, then timed\","
 	       "\"free_page_reporting_kib\":%llu", (unsigned long long)c->reported_kib);
 	for (int warm = 0; warm < 2; warm++) {
