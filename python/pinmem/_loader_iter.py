@@ -238,7 +238,6 @@ class _RingIter(tdl._BaseDataLoaderIter):
         self._ring_failed = False
         self._device = shared.device
         self._main_pid = os.getpid()
-        self._gc_misses = 0
         self._pending = []          # (CUDA event, host views) of device copies in flight
         if self._device is not None:
             self._copy_stream = torch.cuda.Stream(self._device)
@@ -315,12 +314,13 @@ class _RingIter(tdl._BaseDataLoaderIter):
         if slot is None and ring.fenced:
             slot = ring.take(wait=True)
         if slot is None:
-            # Batches in reference cycles hold slots until the collector runs; collect
-            # at the 1st, 2nd, 4th, 8th... miss only (a user keeping every batch).
-            self._gc_misses += 1
-            if self._gc_misses & (self._gc_misses - 1) == 0:
-                gc.collect()
-                slot = ring.take()
+            # Batches in reference cycles hold slots until the collector runs.  Such a
+            # cycle is young (made since the last few batches): collecting the young
+            # generations finds it for ~0.2 ms, where a full collection traverses every
+            # object (~0.2 s with torch loaded, per miss of a user keeping every batch).
+            # Older cycles wait for Python's own full collections.
+            gc.collect(1)
+            slot = ring.take()
         if slot is None:
             self._shared.warn("kept", (
                 "pinmem.torch: all %d slots of the batch ring are held by batches still "
