@@ -154,12 +154,14 @@ if [ -n "$hook" ]; then
 	cp "$hook" "$root/hook.sh"
 	chmod 755 "$root/hook.sh"
 fi
-# VM_ONLY="t_a t_b": only these tests/kernel programs (a quick run while
-# working on one area; make vm-check always runs them all).
+# VM_ONLY="t_a t_b": only these tests/kernel programs, and the reload pass's
+# (VM_RELOAD_TESTS), for a quick run while working on one area; make
+# vm-check always runs them all.
+only=${VM_ONLY:+$VM_ONLY ${VM_RELOAD_TESTS:-t_basic}}
 for t in "$O"/tests/kernel/*; do
 	case $t in *.o|*.d) continue ;; esac
-	if [ -n "${VM_ONLY:-}" ]; then
-		case " $VM_ONLY " in *" ${t##*/} "*) ;; *) continue ;; esac
+	if [ -n "$only" ]; then
+		case " $only " in *" ${t##*/} "*) ;; *) continue ;; esac
 	fi
 	[ -f "$t" ] && [ -x "$t" ] && cp "$t" "$root/tests/kernel/"
 done
