@@ -504,7 +504,8 @@ class MultiIter(_RingIter):
             iq = mp.Queue()
             iq.cancel_join_thread()
             w = mp.Process(target=loop, args=(
-                self._dataset_kind, self._dataset, _worker.TaskQueue(iq, self._done, self._collate),
+                self._dataset_kind, _worker.dataset_arg(loop, self._dataset),
+                _worker.TaskQueue(iq, self._done, self._collate),
                 self._result_q, self._done, self._auto_collation, self._collate,
                 self._drop_last, self._base_seed, self._worker_init_fn, i, self._num_workers,
                 self._persistent_workers, self._shared_seed))

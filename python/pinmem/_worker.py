@@ -177,3 +177,10 @@ def torch_worker_loop():
     """torch's worker loop function (its name changed across releases)."""
     from torch.utils.data._utils import worker as tw
     return getattr(tw, "_process_worker_loop", None) or tw._worker_loop
+
+
+def dataset_arg(loop, dataset):
+    """The dataset as torch's worker loop takes it: newer releases take a one-item list
+    (dataset_holder) that the worker pops, so it holds the only reference."""
+    import inspect
+    return [dataset] if "dataset_holder" in inspect.signature(loop).parameters else dataset
