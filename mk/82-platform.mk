@@ -19,9 +19,13 @@ PLATFORMS ?= host trixie sid
 PLATFORM_ENV = O=$(abspath $(O)) PYTHON=$(PYTHON) PINMEM_CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME)
 
 .PHONY: platform-check clients-check
+# The chroots are prepared (built on the first run) in the background while
+# the host's suite runs; run.sh waits for each (prepare.sh holds a lock).
 platform-check:
 	@mkdir -p $(O)/platform
-	@fail=; for p in $(PLATFORMS); do \
+	@for p in $(filter-out host,$(PLATFORMS)); do \
+		tests/platform/prepare.sh $$p >$(O)/platform/$$p.prepare.out 2>&1 & done; \
+	fail=; for p in $(PLATFORMS); do \
 		$(PLATFORM_ENV) tests/platform/run.sh $$p >$(O)/platform/$$p.out 2>&1 || fail="$$fail $$p"; \
 		grep '^platform: [^ ]* python ' $(O)/platform/$$p.out || \
 			{ echo "platform: $$p: no result line"; fail="$$fail $$p"; }; \

@@ -70,4 +70,5 @@ if [ "$cuda" = 1 ]; then
 fi
 exec timeout -k 30 "$limit" "$here/enter.sh" "$@" "$root" -- \
 	env PINMEM_CUDA="$cuda" CUDA_HOME="$cuda_home" PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" \
+	PINMEM_PLATFORM_LOG="$work/pytest.log" \
 	sh /build/src/tests/platform/suite.sh $clients /build /usr/bin/python3 "$name"

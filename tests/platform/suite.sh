@@ -51,6 +51,9 @@ rc=0
 (cd "$tests" && PINMEM_CUDA_STUB=$stub PYTHONDONTWRITEBYTECODE=1 \
 	"$work/venv/bin/python" -m pytest -p no:cacheprovider -rfEs --durations=20 \
 	--junitxml="$work/junit.xml" .) >pytest.log 2>&1 || rc=$?
+must=
+[ "$clients" = 1 ] || must=$work/src/tests/platform/must-run.txt
+# The log's path as the host sees it (run.sh passes it; WORK is /build in a chroot).
 exec "$work/venv/bin/python" "$work/src/tests/platform/summary.py" --what "$what" \
-	--distro "$distro" --pytest-rc "$rc" --log "$work/pytest.log" \
-	--must-run "$work/src/tests/platform/must-run.txt" "$work/junit.xml"
+	--distro "$distro" --pytest-rc "$rc" --log "${PINMEM_PLATFORM_LOG:-$work/pytest.log}" \
+	${must:+--must-run "$must"} "$work/junit.xml"
