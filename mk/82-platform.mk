@@ -8,7 +8,8 @@
 #                        (unstable: 3.14, torch 2.14) in debootstrap'd
 #                        chroots cached in /var/cache/pinmem/platform
 #                        (tests/platform/prepare.sh; the first run builds
-#                        them, ~N min).  One line per platform:
+#                        them: docs/python.md#tested-platforms).  One line
+#                        per platform:
 #                        platform: <distro> python X.Y torch A.B: N passed, M failed, K skipped
 #   make clients-check   real clients on sid's packages, CPU only, offline
 #                        (tests/platform/clients): HF Accelerate's prepare(),

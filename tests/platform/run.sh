@@ -22,7 +22,8 @@
 # and the exit status says whether it passed.  Logs stay in the work
 # directory.  Environment: O (default build), PYTHON, PINMEM_CUDA and
 # CUDA_HOME (the CUDA stand-in's cases, as make python-check runs them),
-# PYTEST_ADDOPTS (passed on), PINMEM_PLATFORM_TIMEOUT (seconds, default 1800).
+# PYTEST_ADDOPTS (passed on), PINMEM_PLATFORM_TIMEOUT (seconds, default
+# 3600: a guard against a hang).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +38,7 @@ esac
 O=${O:-build}
 case $O in /*) ;; *) O=$src/$O ;; esac
 cuda=${PINMEM_CUDA:-0}
-limit=${PINMEM_PLATFORM_TIMEOUT:-1800}
+limit=${PINMEM_PLATFORM_TIMEOUT:-3600}
 
 name=$distro
 [ "$distro" = host ] && name=$(. /etc/os-release && echo "${VERSION_CODENAME:-$ID}")
