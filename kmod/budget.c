@@ -304,7 +304,7 @@ void pinmem_budget_init(void)
  * pinmem_budget_exit() - free the per-user table at module unload
  *
  * No file is open any more (the module is pinned by every open file), so
- * only entries kept for their overrides remain.
+ * only entries kept for their overrides or their counters (idle) remain.
  */
 void pinmem_budget_exit(void)
 {
@@ -398,7 +398,8 @@ static void pinmem_user_insert(struct pinmem_user *new, kuid_t uid)
 /* A zeroed entry, not in the table yet; NULL when out of memory. */
 static struct pinmem_user *pinmem_user_alloc(void)
 {
-	struct pinmem_user *u = kzalloc(sizeof(*u), GFP_KERNEL);
+	/* Charged to the opener's memory cgroup: an entry can outlive its files. */
+	struct pinmem_user *u = kzalloc(sizeof(*u), GFP_KERNEL_ACCOUNT);
 
 	if (u) {
 		INIT_LIST_HEAD(&u->idle);
@@ -541,6 +542,7 @@ static void pinmem_users_trim(void)
 		}
 		spin_unlock(&pinmem_budget_lock);
 		pinmem_user_free_all(gone, n);
+		cond_resched();	/* from a very large bound to a small one */
 	} while (n == PINMEM_TRIM_BATCH);
 }
 

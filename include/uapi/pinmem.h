@@ -73,14 +73,20 @@
  * io_uring's is.
  *
  * Refusals since load (ABI 1.5): every refused PIN is counted by reason
- * (PINMEM_REASON_*) globally, for its user and for its file.  A user's
- * counters outlive its last open file: a user no file holds any more whose
- * counters are not all zero is kept, up to the module parameter
- * max_idle_users of them; beyond that the one idle longest is dropped and
- * its counters are added to those of the dropped users (REFUSALS @evicted,
- * the stats file's users_evicted line), so the sum over users and that
- * bucket stays the global count and kernel memory stays bounded however
- * many uids come and go.
+ * (PINMEM_REASON_*) globally, for its user and for its file, except a PIN
+ * with bad arguments (PINMEM_REFUSED_ARGS) or from a process that does not
+ * own the file (PINMEM_REFUSED_ACCESS): the caller's mistakes, not
+ * refusals.  A user's counters outlive its last open file: a user no file
+ * holds any more whose counters are not all zero is kept, up to the module
+ * parameter max_idle_users of them; beyond that the one idle longest is
+ * dropped and its counters are added to those of the dropped users
+ * (REFUSALS @evicted, the stats file's users_evicted line), so the sum over
+ * users and that bucket stays the global count and kernel memory stays
+ * bounded however many uids come and go.  Which uids used pinmem since load
+ * is thus visible to every reader of the stats (as the users holding pins
+ * were before); a container root that cycles more uids than the bound
+ * pushes other users' history into the dropped bucket, never out of the
+ * global counts.
  *
  * Who may act through a file (ABI 1.1): the file belongs to the process that
  * opened it (its thread group, on the mm it had at open).  Only that process
@@ -155,7 +161,7 @@
 #define PINMEM_REASON_GLOBAL	0	/* PINMEM_REFUSED_GLOBAL */
 #define PINMEM_REASON_USER	1	/* PINMEM_REFUSED_USER */
 #define PINMEM_REASON_RLIMIT	2	/* PINMEM_REFUSED_RLIMIT, _RLIMIT_USER */
-#define PINMEM_REASON_FAULT	3	/* others: _KMEM, _MAPPING, _ACCESS, _INTR, _ARGS */
+#define PINMEM_REASON_FAULT	3	/* others: _KMEM, _MAPPING, _INTR */
 #define PINMEM_REASON_REGIONS	4	/* PINMEM_REFUSED_REGIONS_FILE, _USER */
 #define PINMEM_REASON_CGROUP	5	/* PINMEM_REFUSED_CGROUP */
 #define PINMEM_REASON_REFS	6	/* PINMEM_REFUSED_FOLIO_PINS, _PAGE_REFS */

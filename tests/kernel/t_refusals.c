@@ -95,8 +95,21 @@ static int refuse(void *arg)
 	default:
 		return 2;
 	}
+	if (ret != -reason_errno[r])
+		return 1;
+	/* the file counts its own refusal, of that reason only */
+	{
+		struct pinmem_refusals rf;
+		unsigned int k;
+
+		if (kt_refusals(fd, &rf))
+			return 4;
+		for (k = 0; k < PINMEM_REASON_SLOTS; k++)
+			if (rf.file[k] != (k == r))
+				return 5;
+	}
 	/* exits with its regions and file: only the counters stay */
-	return ret == -reason_errno[r] ? 0 : 1;
+	return 0;
 }
 
 /* A later process of the same user sees its refusal in REFUSALS and STATS. */
@@ -451,6 +464,16 @@ static void bound(void)
 		      b.evicted[i],
 		      "%s: stats file's users_evicted = REFUSALS'", pinctl_name[i]);
 	}
+	/* Lowering the bound drops the idle longest at once. */
+	kt_eq(kt_param_set("max_idle_users", 2), 0, "max_idle_users=2");
+	kt_eq(kt_refusals(fd, &a), 0, "REFUSALS after lowering the bound");
+	kt_eq(a.idle_users, 2, "2 idle users kept");
+	kt_eq(a.evicted_users - b.evicted_users, BOUND - 2, "%d more evicted", BOUND - 2);
+	for (i = 0; i < PINMEM_REASON_COUNT; i++)
+		kt_eq(a.global[i], b.global[i], "%s: global count unchanged", pinctl_name[i]);
+	kt_ok(kt_statfile("user", UID_BOUND + NBOUND - 1, "refused_fault", &v) == 0 &&
+	      kt_statfile("user", UID_BOUND + NBOUND - 3, "refused_fault", &v) == -ENOENT,
+	      "the 2 refused last keep their lines");
 	kt_eq(kt_param_set("max_idle_users", saved), 0, "max_idle_users back to %llu",
 	      (unsigned long long)saved);
 	close(fd);
