@@ -55,6 +55,16 @@ bench-python: $(PY_STAMP)
 
 CHECK_STEPS += python-check
 
+# PyTorch's own test/test_dataloader.py for the installed torch's release
+# (tests/python/torch_suite/X.Y), run with torch's loader and with pinmem's at
+# once, compared test by test against the listed differences
+# (tests/python/torch_suite/README.md).
+.PHONY: python-torch-suite
+python-torch-suite: $(PY_STAMP)
+	PYTHONPATH=$(abspath $(PY_OUT)) $(PYTHON) tests/python/torch_suite/run.py --out $(O)/torch-suite
+
+CHECK_STEPS += python-torch-suite
+
 # The suite again with the extension and libpinmem built with ASan+UBSan
 # (ASAN_FLAGS, mk/30-unit.mk) in $(O)/asan-py; the interpreter is not
 # instrumented, so the runtimes are preloaded and leak checking is off (the

@@ -17,6 +17,8 @@ import pytest
 def pytest_addoption(parser):
     parser.addoption("--suite-outcomes", required=True,
                      help="file to append one JSON line per test event to")
+    parser.addoption("--suite-skip", action="append", default=[],
+                     help="<Class>::<test> to leave out (differences.txt's skip lines)")
 
 
 def _test_id(nodeid):
@@ -28,10 +30,19 @@ class _Outcomes:
     def __init__(self, path):
         self.f = open(path, "a")
         self.state = {}
+        self.left_out = []
 
     def write(self, **rec):
         self.f.write(json.dumps(rec) + "\n")
         self.f.flush()
+
+    def pytest_collection_modifyitems(self, config, items):
+        skip = set(config.getoption("--suite-skip"))
+        left_out = [i for i in items if _test_id(i.nodeid) in skip]
+        if left_out:
+            items[:] = [i for i in items if _test_id(i.nodeid) not in skip]
+            config.hook.pytest_deselected(items=left_out)
+        self.left_out = [_test_id(i.nodeid) for i in left_out]
 
     def pytest_collection_finish(self, session):
         items = session.items           # after -k and --deselect
@@ -50,6 +61,7 @@ class _Outcomes:
                     "torch-suite: %s's DataLoader is %r, torch.utils.data.DataLoader is %r; "
                     "this run is for %r" % (mod.__name__, got, torch.utils.data.DataLoader, cls))
         self.write(event="collected", ids=[_test_id(i.nodeid) for i in items],
+                   left_out=self.left_out,
                    loader="%s.%s" % (cls.__module__, cls.__qualname__))
 
     def pytest_runtest_logstart(self, nodeid, location):
