@@ -29,8 +29,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOADERS = ("torch", "pinmem")
-# A run that takes longer has hung (the suite alone takes ~3 minutes on 2 cores).
-RUN_LIMIT_S = int(os.environ.get("PINMEM_TORCH_SUITE_LIMIT", "900"))
+# A run that takes longer has hung: both runs together take ~10 minutes on 2 idle cores,
+# 25 on a busy machine.
+RUN_LIMIT_S = int(os.environ.get("PINMEM_TORCH_SUITE_LIMIT", "2700"))
 
 
 def suite_dir(version):
@@ -135,7 +136,8 @@ def main():
             rc[ld] = proc.wait(timeout=max(1, RUN_LIMIT_S - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
-            rc[ld] = proc.wait()
+            proc.wait()
+            rc[ld] = "killed at the %d s limit (PINMEM_TORCH_SUITE_LIMIT)" % RUN_LIMIT_S
     res = {}
     for ld, (_, outcomes, log) in runs.items():
         collected, left_out, results = read_outcomes(outcomes)
@@ -157,13 +159,17 @@ def main():
                             n["failed"] + n["hung"], n["skipped"],
                             ", %d hung" % n["hung"] if n["hung"] else "", secs))
         return 0 if rc[loaders[0]] == 0 else 1
-    return compare(torch.__version__, suite, listed, res, secs, check_list=not args.k)
+    return compare(torch.__version__, suite, listed, res, rc, secs, check_list=not args.k)
 
 
-def compare(version, suite, listed, res, secs, check_list):
+def compare(version, suite, listed, res, rc, secs, check_list):
     t_ids, t_left_out, t_res = res["torch"]
     p_ids, _, p_res = res["pinmem"]
     problems, documented, torch_failed = [], [], []
+    for ld in LOADERS:
+        # pytest: 0 all passed, 1 some failed; anything else is a run that did not finish.
+        if rc[ld] not in (0, 1):
+            problems.append("the run with %s's loader did not finish: %s" % (ld, rc[ld]))
     if set(t_ids) != set(p_ids):
         problems.append("the runs collected different tests: %s"
                         % sorted(set(t_ids) ^ set(p_ids)))
@@ -172,13 +178,19 @@ def compare(version, suite, listed, res, secs, check_list):
         for tid in sorted(set(listed) - known):
             problems.append("%s is listed in differences.txt but the suite has no such test" % tid)
     t_passed = p_passed = 0
+    unfinished = []
     for tid in t_ids:
         t = t_res.get(tid, {"outcome": "not run", "detail": ""})
         p = p_res.get(tid, {"outcome": "not run", "detail": ""})
         t_passed += t["outcome"] == "passed"
         p_passed += p["outcome"] == "passed"
         kind = listed.get(tid, (None,))[0]
-        if t["outcome"] in ("failed", "hung"):
+        late = ["%s with %s's loader" % (o["outcome"], ld) for ld, o in (("torch", t), ("pinmem", p))
+                if o["outcome"] in ("hung", "not run")]
+        if late:
+            unfinished.append("%s (%s)" % (tid, ", ".join(late)))
+            continue
+        if t["outcome"] == "failed":
             torch_failed.append("%s (torch's loader: %s)" % (tid, t["detail"]))
         if t["outcome"] != "passed":
             continue
@@ -191,6 +203,9 @@ def compare(version, suite, listed, res, secs, check_list):
         else:
             problems.append("%s %s with pinmem's loader: %s"
                             % (tid, p["outcome"], p["detail"] or "(no detail)"))
+    if unfinished:
+        problems.append("%d tests did not finish: %s" % (
+            len(unfinished), "; ".join(unfinished[:3]) + (", ..." if len(unfinished) > 3 else "")))
     for line in torch_failed:
         print("torch-suite: not compared, fails with torch's own loader here: %s" % line)
     for line in problems:
