@@ -77,21 +77,61 @@ void pm_manifest_destroy(struct pm_manifest *m)
 	for (uint32_t i = 0; i < m->nfields; i++)
 		free(m->fields[i]);
 	free(m->fields);
+	free(m->fhash);
 	free(m->hash);
 	free(m->items);
 	free(m);
 }
 
-/* Field names are few (a sample's extensions): a linear search. */
-#define FIELDS_MAX 4096
+static uint32_t path_hash_len(const char *s, size_t len)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	for (size_t k = 0; k < len; k++)
+		h = (h ^ (unsigned char)s[k]) * 16777619u;
+	return h;
+}
+
+/*
+ * Field names are a sample's extensions, few in a WebDataset; a tar that is
+ * none (app.1.log, app.2.log, ...) has one per member: found by hash, and
+ * bounded (the caller gives such members no field past the bound).
+ */
+#define FIELDS_MAX (1u << 20)
+
+static int fhash_grow(struct pm_manifest *m)
+{
+	uint32_t size = m->fhash_size ? m->fhash_size * 2 : 64;
+	uint32_t *h = calloc(size, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	for (uint32_t id = 0; id < m->nfields; id++) {
+		uint32_t i = path_hash_len(m->fields[id], strlen(m->fields[id])) & (size - 1);
+
+		while (h[i])
+			i = (i + 1) & (size - 1);
+		h[i] = id + 1;
+	}
+	free(m->fhash);
+	m->fhash = h;
+	m->fhash_size = size;
+	return 0;
+}
 
 int pm_manifest_field_id(struct pm_manifest *m, const char *name, size_t len, uint32_t *idp)
 {
 	char **f, *copy;
+	uint32_t i;
 
-	for (uint32_t i = 0; i < m->nfields; i++) {
-		if (strlen(m->fields[i]) == len && !memcmp(m->fields[i], name, len)) {
-			*idp = i + 1;
+	if (2 * (m->nfields + 1) >= m->fhash_size && fhash_grow(m))
+		return -ENOMEM;
+	for (i = path_hash_len(name, len) & (m->fhash_size - 1); m->fhash[i];
+	     i = (i + 1) & (m->fhash_size - 1)) {
+		const char *have = m->fields[m->fhash[i] - 1];
+
+		if (!strncmp(have, name, len) && !have[len]) {
+			*idp = m->fhash[i];
 			return 0;
 		}
 	}
@@ -110,6 +150,7 @@ int pm_manifest_field_id(struct pm_manifest *m, const char *name, size_t len, ui
 	if (!copy)
 		return -ENOMEM;
 	m->fields[m->nfields++] = copy;
+	m->fhash[i] = m->nfields;
 	*idp = m->nfields;
 	return 0;
 }
@@ -162,15 +203,6 @@ int pm_manifest_group(struct pm_manifest *m, size_t first, const char *const *fi
 	}
 	free(ids);
 	return ret == -E2BIG ? -EINVAL : ret;
-}
-
-static uint32_t path_hash_len(const char *s, size_t len)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-
-	for (size_t k = 0; k < len; k++)
-		h = (h ^ (unsigned char)s[k]) * 16777619u;
-	return h;
 }
 
 static uint32_t path_hash(const char *s)

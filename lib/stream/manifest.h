@@ -26,6 +26,8 @@ struct pm_manifest {
 	uint32_t nsamples;
 	char **fields;		/* distinct field names ("input.npy") */
 	uint32_t nfields, fields_cap;
+	uint32_t *fhash;	/* open addressing: field id (index + 1), 0 empty */
+	uint32_t fhash_size;	/* power of two, > 2 * nfields */
 	uint32_t *hash;		/* open addressing: path_id + 1, 0 empty */
 	uint32_t hash_size;	/* power of two, > 2 * npaths */
 };

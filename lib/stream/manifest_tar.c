@@ -317,8 +317,15 @@ static int member_field(struct pm_manifest *m, struct tar *t, uint64_t off, cons
 	for (const char *c = name + kl + 1; *c && n < sizeof(f) - 1; c++)
 		f[n++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
 	ret = pm_manifest_field_id(m, f, n, id);
-	if (ret == -E2BIG)
-		return bad(t, off, "member %s: more distinct field names than a manifest holds", name);
+	/*
+	 * A tar that is no WebDataset (app.1.log, app.2.log, ...) can name more
+	 * fields than a manifest keeps: past that many, members have no field,
+	 * as names without a dot do, and the archive still indexes.
+	 */
+	if (ret == -E2BIG) {
+		*id = 0;
+		return 0;
+	}
 	if (ret)
 		snprintf(t->err, t->errlen, "%s: header at offset %llu: out of memory", t->path,
 			 (unsigned long long)off);
@@ -357,6 +364,15 @@ static int add_member(struct pm_manifest *m, struct tar *t, uint64_t off, const 
 	key[kl] = 0;
 	*have_key = true;
 	return 0;
+}
+
+/* An empty member of another key than the sample's ends that sample. */
+static void empty_member(const char *name, const char *key, bool *have_key)
+{
+	size_t kl = key_len(name);
+
+	if (*have_key && (strlen(key) != kl || strncmp(key, name, kl)))
+		*have_key = false;
 }
 
 /*
@@ -431,10 +447,16 @@ static int index_tar(struct pm_manifest *m, struct tar *t)
 			ret = read_extension(t, off, type, size, pd);
 		} else {
 			member_name(h, pd);
-			/* an empty member has no bytes to read: no item (manifests refuse 0) */
+			/*
+			 * An empty member has no bytes to read: no item (manifests
+			 * refuse 0); a new key in it still ends the sample before,
+			 * as webdataset's group_by_keys sees it.
+			 */
 			if ((type == '0' || type == '\0' || type == '7') && size)
 				ret = add_member(m, t, off, pd->name, data, size, key, &have_key,
 						 &first);
+			else if (type == '0' || type == '\0' || type == '7')
+				empty_member(pd->name, key, &have_key);
 			pd->have_name = false;
 			pd->has_size = false;
 		}

@@ -785,8 +785,11 @@ int pm_sfiles_check(struct pm_stream_files *fs, uint32_t id, const struct statx 
 		return -ESTALE;
 	}
 	if (!f->stat_known) {
+		/* a device says size 0: no size to check, as check_one() decides */
+		if (!S_ISREG(stx->stx_mode))
+			return 0;
 		stat_record(f, stx);
-		f->size_known = true;
+		f->size_known = stx->stx_size != 0;
 		return 0;
 	}
 	if (f->size != stx->stx_size || f->mtime_s != stx->stx_mtime.tv_sec ||

@@ -475,6 +475,74 @@ static void test_sample_fields(void **state)
 	pm_manifest_destroy(m);
 }
 
+/* An empty member of a new key ends the sample before it (webdataset). */
+static void test_empty_member_ends_sample(void **state)
+{
+	struct ar a = { .n = 0 };
+	struct pm_manifest *m;
+
+	put(&a, "000002.jpg", '0', "jpg");
+	put(&a, "e.txt", '0', "");		/* no item, but a new key */
+	put(&a, "000002.cls", '0', "7");
+	put(&a, "000003.jpg", '0', "jpg");
+	put(&a, "000003.txt", '0', "");	/* the same key: the sample goes on */
+	put(&a, "000003.cls", '0', "8");
+	put_end(&a, "empty.tar");
+	m = indexed("empty.tar");
+	assert_int_equal(pm_manifest_count(m), 4);
+	same_sample(m, 0, 1, false);
+	same_sample(m, 2, 3, true);
+	pm_manifest_destroy(m);
+}
+
+/*
+ * A tar that is no WebDataset, whose names after the first dot all differ
+ * (app.N.log), indexes with a field per member (4,096 were once the most);
+ * a WebDataset added to the same manifest after it still gets its fields.
+ */
+static void test_many_fields(void **state)
+{
+	enum { N = 4200 };
+	size_t sz = (size_t)(N + 4) * 1024;
+	unsigned char *b = calloc(1, sz);
+	struct ar a = { .n = 0 };
+	struct pm_manifest *m;
+	char p[PATH_MAX], err[512] = "", name[32];
+	size_t n = 0;
+	FILE *fp;
+
+	assert_non_null(b);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "app.%d.log", i);
+		header(b + n, name, 1, false);
+		n += 512;
+		b[n] = 'x';
+		n += 512;
+	}
+	n += 1024;
+	path_in(p, sizeof(p), "many.tar");
+	fp = fopen(p, "wb");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(b, 1, n, fp), n);
+	fclose(fp);
+	free(b);
+	m = indexed("many.tar");
+	assert_int_equal(pm_manifest_count(m), N);
+	assert_string_equal(pm_manifest_field(m, 0), "0.log");
+	assert_string_equal(pm_manifest_field(m, N - 1), "4199.log");
+	put(&a, "000001.jpg", '0', "jpg");
+	put(&a, "000001.cls", '0', "1");
+	put_end(&a, "wds.tar");
+	path_in(p, sizeof(p), "wds.tar");
+	if (pm_manifest_add_tar(m, p, err, sizeof(err)))
+		fail_msg("wds.tar after many.tar: %s", err);
+	assert_int_equal(pm_manifest_count(m), N + 2);
+	assert_string_equal(pm_manifest_field(m, N), "jpg");
+	assert_string_equal(pm_manifest_field(m, N + 1), "cls");
+	same_sample(m, N, N + 1, true);
+	pm_manifest_destroy(m);
+}
+
 /*
  * A pax size= and a pending long name belong to the next member header alone:
  * not to an 'L', 'K', 'x' or 'g' header between, and those do not drop them.
@@ -667,6 +735,8 @@ int main(void)
 		cmocka_unit_test(test_size_by_type),
 		cmocka_unit_test(test_extension_headers),
 		cmocka_unit_test(test_sample_fields),
+		cmocka_unit_test(test_empty_member_ends_sample),
+		cmocka_unit_test(test_many_fields),
 		cmocka_unit_test(test_extension_without_member),
 		cmocka_unit_test(test_long_name_limit),
 		cmocka_unit_test(test_pax_path_nul),
