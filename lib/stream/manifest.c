@@ -99,23 +99,27 @@ static uint32_t path_hash_len(const char *s, size_t len)
  */
 #define FIELDS_MAX (1u << 20)
 
-static int fhash_grow(struct pm_manifest *m)
+/*
+ * Doubles an open-addressing table of ids (index + 1, 0 empty) of the @n
+ * strings in @names (paths, field names) and hashes them again.
+ */
+static int table_grow(uint32_t **table, uint32_t *table_size, char *const *names, uint32_t n)
 {
-	uint32_t size = m->fhash_size ? m->fhash_size * 2 : 64;
+	uint32_t size = *table_size ? *table_size * 2 : 64;
 	uint32_t *h = calloc(size, sizeof(*h));
 
 	if (!h)
 		return -ENOMEM;
-	for (uint32_t id = 0; id < m->nfields; id++) {
-		uint32_t i = path_hash_len(m->fields[id], strlen(m->fields[id])) & (size - 1);
+	for (uint32_t id = 0; id < n; id++) {
+		uint32_t i = path_hash_len(names[id], strlen(names[id])) & (size - 1);
 
 		while (h[i])
 			i = (i + 1) & (size - 1);
 		h[i] = id + 1;
 	}
-	free(m->fhash);
-	m->fhash = h;
-	m->fhash_size = size;
+	free(*table);
+	*table = h;
+	*table_size = size;
 	return 0;
 }
 
@@ -124,7 +128,8 @@ int pm_manifest_field_id(struct pm_manifest *m, const char *name, size_t len, ui
 	char **f, *copy;
 	uint32_t i;
 
-	if (2 * (m->nfields + 1) >= m->fhash_size && fhash_grow(m))
+	if (2 * (m->nfields + 1) >= m->fhash_size &&
+	    table_grow(&m->fhash, &m->fhash_size, m->fields, m->nfields))
 		return -ENOMEM;
 	for (i = path_hash_len(name, len) & (m->fhash_size - 1); m->fhash[i];
 	     i = (i + 1) & (m->fhash_size - 1)) {
@@ -210,26 +215,6 @@ static uint32_t path_hash(const char *s)
 	return path_hash_len(s, strlen(s));
 }
 
-static int hash_grow(struct pm_manifest *m)
-{
-	uint32_t size = m->hash_size ? m->hash_size * 2 : 64;
-	uint32_t *h = calloc(size, sizeof(*h));
-
-	if (!h)
-		return -ENOMEM;
-	for (uint32_t id = 0; id < m->npaths; id++) {
-		uint32_t i = path_hash(m->paths[id]) & (size - 1);
-
-		while (h[i])
-			i = (i + 1) & (size - 1);
-		h[i] = id + 1;
-	}
-	free(m->hash);
-	m->hash = h;
-	m->hash_size = size;
-	return 0;
-}
-
 int pm_manifest_find(const struct pm_manifest *m, const char *path, size_t len,
 		     uint32_t *idp)
 {
@@ -259,7 +244,7 @@ static int path_id(struct pm_manifest *m, const char *path, uint32_t *idp)
 		return 0;
 	}
 	if (2 * (m->npaths + 1) >= m->hash_size) {
-		ret = hash_grow(m);
+		ret = table_grow(&m->hash, &m->hash_size, m->paths, m->npaths);
 		if (ret)
 			return ret;
 	}
