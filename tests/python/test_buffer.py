@@ -206,7 +206,15 @@ def test_module_user_budget_refusal():
         ctx.empty(ask, pin="module")
     assert e.value.budget == "user" and e.value.errno == errno.EDQUOT
     assert "per-user budget" in e.value.strerror and "in use" in e.value.strerror
-    assert pinmem.module_stats()["user"]["refused_user"] == user["refused_user"] + 1
+    after = pinmem.module_stats()
+    assert after["user"]["refused_user"] == user["refused_user"] + 1
+    # ABI 1.5: by reason, for this user and globally; only "user" moved
+    for scope in ("user", "global"):
+        assert set(after[scope]["refused"]) == {"global", "user", "rlimit", "fault",
+                                                "regions", "cgroup", "refs"}
+        for reason, n in after[scope]["refused"].items():
+            assert n == st[scope]["refused"][reason] + (reason == "user"), (scope, reason)
+    assert after["users_evicted"]["max_idle_users"] >= 1
     assert pinned_bytes() == base                # nothing left pinned by the refusal
 
 
