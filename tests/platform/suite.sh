@@ -34,7 +34,7 @@ export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 
 	{ tail -n 30 pip.log >&2; fail "pip install --no-build-isolation --no-index ./python failed (log $work/pip.log)"; }
 
 stub=
-if [ "${PINMEM_CUDA:-0}" = 1 ]; then
+if [ "${PINMEM_CUDA:-0}" = 1 ] && [ "$clients" = 0 ]; then
 	stub=$work/o/unit/libcudart_stub.so
 	make -s -C src O="$work/o" CUDA=1 CUDA_HOME="$CUDA_HOME" PYTHON="$python" "$stub" >stub.log 2>&1 ||
 		{ cat stub.log >&2; fail "building the CUDA stand-in failed"; }

@@ -39,7 +39,10 @@ def run_job(tmp_path, cmd, timeout=900):
 
 
 def torchrun(nproc, job, *args):
-    """torchrun --standalone --nproc_per_node=N job args (torchrun is this module: the
-    venv's interpreter runs it, so the ranks import the venv's pinmem)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node=%d" % nproc, os.path.join(HERE, job)] + list(args)
+    """torchrun --nproc_per_node=N job args on loopback (the chroot's network has no
+    name for the host, which --standalone looks up), run by the venv's interpreter
+    (so the ranks import the venv's pinmem) through torchrun_shim.py: Debian's torch
+    has no libuv, which torchrun's store asks for whatever USE_LIBUV says."""
+    return [sys.executable, os.path.join(HERE, "torchrun_shim.py"), "--nnodes=1",
+            "--nproc_per_node=%d" % nproc, "--master_addr=127.0.0.1", "--master_port=29500",
+            os.path.join(HERE, job)] + list(args)

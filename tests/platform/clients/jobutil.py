@@ -7,6 +7,10 @@ import os
 import torch
 from torch.utils.data import Dataset
 
+import torchrun_shim
+
+torchrun_shim.patch()
+
 
 class Ids(Dataset):
     """Sample i is (a float row that encodes i, i): which samples a rank saw,

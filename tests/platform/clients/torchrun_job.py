@@ -44,7 +44,7 @@ def main():
             with open(f, "wb") as fh:
                 fh.write(i.to_bytes(4, "little") * (1000 + 997 * (i % 7)))
     dist.barrier()
-    s = pinmem.Stream(files, batch_bytes=16384, shuffle=True, seed=3, epochs=2)
+    s = pinmem.Stream(files, batch_bytes=65536, shuffle=True, seed=3, epochs=2)
     batches = []
     for b in s:
         with b:
