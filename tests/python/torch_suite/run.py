@@ -29,8 +29,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOADERS = ("torch", "pinmem")
-# A run that takes longer has hung: both runs together take ~10 minutes on 2 idle cores,
-# 25 on a busy machine.
+# A run that takes longer has hung: both runs together take ~9.5 CPU minutes (12 minutes
+# on a busy 2-core machine).
 RUN_LIMIT_S = int(os.environ.get("PINMEM_TORCH_SUITE_LIMIT", "2700"))
 
 
