@@ -31,11 +31,15 @@ def train(acc, loader, epochs=2):
             opt.zero_grad()
         seen.append(ep)
     base = getattr(prepared, "base_dataloader", prepared)
-    return seen, type(base).__module__ + "." + type(base).__name__, float(model.weight.sum())
+    return (seen, type(base).__module__ + "." + type(base).__name__,
+            float(acc.unwrap_model(model).weight.sum()))
 
 
 def main():
     n = int(sys.argv[1])
+    # Accelerate picks MPI on CPU when torch has it (Debian's has): without mpirun
+    # every process is then rank 0 of 1.  gloo first, which Accelerate adopts.
+    torch.distributed.init_process_group("gloo")
     acc = Accelerator(cpu=True)
     out = {"rank": acc.process_index, "world": acc.num_processes,
            "distributed_type": str(acc.distributed_type)}
