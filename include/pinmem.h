@@ -181,7 +181,8 @@ PM_API enum pm_pin_mode pm_buf_pin_mode(const struct pm_buf *buf);
 /* Page kind obtained.  Any thread. */
 PM_API enum pm_page_kind pm_buf_page_kind(const struct pm_buf *buf);
 /* Bytes backed by PMD-sized or larger pages: the module's count, else read from
- * /proc/self/smaps at the first call (not while pinning: it is slow).  Any thread. */
+ * /proc/self/smaps at the first call (not while pinning: it is slow) and kept, a
+ * snapshot of that moment (0 while smaps cannot be read).  Any thread. */
 PM_API uint64_t pm_buf_huge_bytes(const struct pm_buf *buf);
 /* Physically contiguous runs reported by the module; 0 when not module-pinned.  Any thread. */
 PM_API uint64_t pm_buf_segments(const struct pm_buf *buf);

@@ -118,8 +118,13 @@ uint64_t pm_buf_huge_bytes(const struct pm_buf *buf)
 	uint64_t h = __atomic_load_n(&buf->huge_bytes, __ATOMIC_RELAXED);
 
 	if (h == PM_BUF_HUGE_UNKNOWN) {
-		/* Any thread may ask: racing readers store the same answer. */
+		/*
+		 * Any thread may ask: racing readers store the same answer.  A
+		 * smaps that could not be read is asked again next time (0 now).
+		 */
 		h = pm_smaps_huge_bytes(buf->ptr, buf->size);
+		if (h == UINT64_MAX)
+			return 0;
 		__atomic_store_n(&((struct pm_buf *)buf)->huge_bytes, h, __ATOMIC_RELAXED);
 	}
 	return h;

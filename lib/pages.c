@@ -154,7 +154,7 @@ uint64_t pm_smaps_huge_bytes(const void *ptr, size_t len)
 	FILE *f = fopen("/proc/self/smaps", "re");
 
 	if (!f)
-		return 0;
+		return UINT64_MAX;
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%llx-%llx ", &start, &end) == 2) {
 			in = start < hi && end > lo;

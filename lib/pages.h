@@ -35,7 +35,8 @@ int pm_pages_map(const struct pm_page_sizes *ps, size_t size, enum pm_page_kind 
 		 char *err, size_t err_len);
 /* Undo pm_pages_map (map NULL: nothing). */
 void pm_pages_unmap(void *map, size_t len);
-/* Bytes of [ptr, ptr + len) that /proc/self/smaps shows as huge pages. */
+/* Bytes of [ptr, ptr + len) that /proc/self/smaps shows as huge pages;
+ * UINT64_MAX when it cannot be read (EMFILE, no /proc). */
 uint64_t pm_smaps_huge_bytes(const void *ptr, size_t len);
 
 #endif /* PM_PAGES_H */

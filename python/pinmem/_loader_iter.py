@@ -36,6 +36,10 @@ from . import _state, _worker
 from ._collate import SlotTooSmallError, SlotWriter
 from ._ring import Ring, fmt_bytes, page_up, slot_batch
 
+# When the loader may next run a full collection of its own (the collector is
+# the process's: one budget for all loaders).
+_full_gc = type("_FullGC", (), {"next_at": 0.0})()
+
 _POLL_S = 0.5
 # DataPipes, while torch still has them.
 _DATAPIPES = tuple(c for c in (getattr(tdl, "IterDataPipe", None),
@@ -318,8 +322,16 @@ class _RingIter(tdl._BaseDataLoaderIter):
             # cycle is young (made since the last few batches): collecting the young
             # generations finds it for ~0.2 ms, where a full collection traverses every
             # object (~0.2 s with torch loaded, per miss of a user keeping every batch).
-            # Older cycles wait for Python's own full collections.
             gc.collect(1)
+            slot = ring.take()
+        if slot is None and time.monotonic() >= _full_gc.next_at:
+            # A cycle still referenced at the last collection was moved to the oldest
+            # generation by it: only a full collection frees that one.  Rate-limited
+            # to a tenth of the time (each costs ~0.2 s with torch loaded), for a
+            # user who keeps every batch.
+            t0 = time.monotonic()
+            gc.collect()
+            _full_gc.next_at = time.monotonic() + 10 * (time.monotonic() - t0)
             slot = ring.take()
         if slot is None:
             self._shared.warn("kept", (

@@ -9,6 +9,7 @@
  * real budget refusals (limits changed with SET_LIMITS, then restored).
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -245,14 +246,20 @@ static void thp_pages(void **state)
 
 /* Opens of /proc/self/smaps by the library: fopen is taken here before libc's. */
 static int smaps_opens;
+static bool smaps_emfile;	/* the next opens fail as at the open-files limit */
 
 FILE *fopen(const char *restrict path, const char *restrict mode)
 {
 	FILE *(*real)(const char *, const char *) =
 		(FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, "fopen");
 
-	if (!strcmp(path, "/proc/self/smaps"))
+	if (!strcmp(path, "/proc/self/smaps")) {
 		smaps_opens++;
+		if (smaps_emfile) {
+			errno = EMFILE;
+			return NULL;
+		}
+	}
 	return real(path, mode);
 }
 
@@ -270,6 +277,12 @@ static void huge_bytes_read_when_asked(void **state)
 	assert_int_equal(pm_buf_alloc(ctx, 8192, NULL, &m), 0);
 	assert_int_equal(pm_buf_pin_mode(m), PM_PIN_MODULE);
 	assert_int_equal(smaps_opens, 0);
+	/* smaps not readable: 0 now, and not kept as the answer */
+	smaps_emfile = true;
+	assert_int_equal(pm_buf_huge_bytes(b), 0);
+	smaps_emfile = false;
+	assert_int_equal(smaps_opens, 1);
+	smaps_opens = 0;
 	h = pm_buf_huge_bytes(b);
 	assert_int_equal(smaps_opens, 1);
 	assert_true(h <= pm_buf_size(b));
