@@ -105,7 +105,9 @@ static PyObject *manifest_add_file(PmManifest *self, PyObject *args, PyObject *k
 	Py_RETURN_NONE;
 }
 
-static PyObject *manifest_add_tar(PmManifest *self, PyObject *args)
+/* load(path), add_tar(path): @fn on one path, without the GIL. */
+static PyObject *manifest_path_call(PmManifest *self, PyObject *args,
+				    int (*fn)(struct pm_manifest *, const char *, char *, size_t))
 {
 	char err[512] = "";
 	PyObject *path;
@@ -115,13 +117,18 @@ static PyObject *manifest_add_tar(PmManifest *self, PyObject *args)
 		return NULL;
 	self->mutating = true;
 	Py_BEGIN_ALLOW_THREADS
-	r = pm_manifest_add_tar(self->m, PyBytes_AS_STRING(path), err, sizeof(err));
+	r = fn(self->m, PyBytes_AS_STRING(path), err, sizeof(err));
 	Py_END_ALLOW_THREADS
 	self->mutating = false;
 	Py_DECREF(path);
 	if (r < 0)
 		return manifest_error(r, err);
 	Py_RETURN_NONE;
+}
+
+static PyObject *manifest_add_tar(PmManifest *self, PyObject *args)
+{
+	return manifest_path_call(self, args, pm_manifest_add_tar);
 }
 
 static PyObject *manifest_group(PmManifest *self, PyObject *args, PyObject *kw)
@@ -207,21 +214,7 @@ static PyObject *manifest_sample(PmManifest *self, PyObject *arg)
 
 static PyObject *manifest_load(PmManifest *self, PyObject *args)
 {
-	char err[512] = "";
-	PyObject *path;
-	int r;
-
-	if (manifest_frozen(self) || !PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
-		return NULL;
-	self->mutating = true;
-	Py_BEGIN_ALLOW_THREADS
-	r = pm_manifest_load(self->m, PyBytes_AS_STRING(path), err, sizeof(err));
-	Py_END_ALLOW_THREADS
-	self->mutating = false;
-	Py_DECREF(path);
-	if (r < 0)
-		return manifest_error(r, err);
-	Py_RETURN_NONE;
+	return manifest_path_call(self, args, pm_manifest_load);
 }
 
 static PyObject *manifest_parse(PmManifest *self, PyObject *args, PyObject *kw)
