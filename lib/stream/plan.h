@@ -67,7 +67,12 @@ int pm_plan_init(struct pm_plan *p, const struct pm_manifest *m, uint32_t rank,
  */
 int pm_plan_packing(struct pm_plan *p, const uint32_t *align, uint64_t slot_bytes,
 		    uint32_t max_items);
-/* Compute p->order and p->count for epoch (and its batch bounds, see pm_plan_packing). */
+/*
+ * Compute p->order and p->count for epoch (and its batch bounds, see
+ * pm_plan_packing).  Allocates nothing: 0, or -EINVAL when equal steps
+ * finds a rank needing more batches than the most any rank needs (cannot
+ * happen; see equal_steps).
+ */
 int pm_plan_epoch(struct pm_plan *p, uint32_t epoch);
 void pm_plan_free(struct pm_plan *p);
 

@@ -176,12 +176,28 @@ static void totals(struct pm_stream *s)
 }
 
 /*
+ * pm_plan_epoch allocates nothing: its only failure is -EINVAL from equal
+ * steps, a rank whose greedy packing needs more batches than the rank with
+ * the most.  That cannot happen (every rank's count is part of that most,
+ * and a short rank's repeat adds a unit only where it has fewer units than
+ * batches), so no test reaches it; it is reported as what it would be, a
+ * plan that contradicts itself, not as a lack of memory.
+ */
+static int plan_epoch_error(struct pm_stream *s, int err)
+{
+	return pm_ctx_error(s->ctx, err,
+			    "epoch %u of rank %u of %u: the plan cannot cut this rank's share into as many batches as the other ranks' (%s; a libpinmem bug)",
+			    s->epoch, s->o.rank, s->o.world_size, strerror(-err));
+}
+
+/*
  * Resume at batch o.start_batch: the plan packs the batches before it (per
  * epoch: the order, then each batch's items) without reading any.
  */
 static int seek_batches(struct pm_stream *s)
 {
 	uint64_t done = 0, span;
+	int ret;
 
 	while (done < s->o.start_batch) {
 		size_t k;
@@ -192,8 +208,9 @@ static int seek_batches(struct pm_stream *s)
 						    "start_batch %llu is past the end: the stream has %llu batches",
 						    (unsigned long long)s->o.start_batch,
 						    (unsigned long long)done);
-			if (pm_plan_epoch(&s->plan, ++s->epoch))
-				return pm_ctx_error(s->ctx, -ENOMEM, "no memory for the plan's batches");
+			ret = pm_plan_epoch(&s->plan, ++s->epoch);
+			if (ret)
+				return plan_epoch_error(s, ret);
 			s->pos = 0;
 			continue;
 		}
@@ -279,9 +296,15 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 	if (ret)
 		goto fail;
 	/* several ranks: the same number of batches on each, now that slots are sized */
-	if (pm_plan_packing(&s->plan, s->palign, s->slot_bytes, s->o.batch_items) ||
-	    pm_plan_epoch(&s->plan, 0)) {
-		ret = pm_ctx_error(ctx, -ENOMEM, "no memory for the plan's batches");
+	ret = pm_plan_packing(&s->plan, s->palign, s->slot_bytes, s->o.batch_items);
+	if (ret) {
+		ret = pm_ctx_error(ctx, ret, "no memory for the batch bounds of %u ranks' shares",
+				   s->o.world_size);
+		goto fail;
+	}
+	ret = pm_plan_epoch(&s->plan, 0);
+	if (ret) {
+		ret = plan_epoch_error(s, ret);
 		goto fail;
 	}
 	totals(s);	/* with the item equal steps may repeat */
