@@ -8,7 +8,9 @@
  * input at create (a FIFO, a missing file; types come from directory
  * listings, so a symbolic link is checked apart).  Lazily opened files are
  * read with O_DIRECT where their file system allows it (alignment learned
- * per device, a ramfs refusing it read buffered and named), and a file
+ * per device, a ramfs refusing it read buffered and named, a read refused
+ * with -EINVAL read again buffered: this program stands in for liburing's
+ * submit to refuse one), and a file
  * replaced or changed after create fails its items with -ESTALE by name.
  *
  * The open-files limit is lowered for each case (and restored), so a few
@@ -23,8 +25,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include "pm_test.h"
 #include "pinmem_stream.h"
+#include "reader.h"
 
 #define NF 300
 
@@ -48,6 +53,39 @@ static bool direct_works(const char *path)
 	free(buf);
 	close(fd);
 	return ok;
+}
+
+/*
+ * Stand-in for liburing's submit: when einval_reads is set, that many
+ * O_DIRECT reads that succeeded are reported as -EINVAL instead, what a
+ * file system that takes O_DIRECT opens but not the alignment answers at
+ * read time.  A lane reaps right after its submit returns (with
+ * DEFER_TASKRUN every completion is posted in it).
+ */
+static int einval_reads;
+
+int io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	int (*real)(struct io_uring *, unsigned) =
+		(int (*)(struct io_uring *, unsigned))dlsym(RTLD_NEXT, "io_uring_submit_and_wait");
+	struct io_uring_cqe *cqe;
+	unsigned int head;
+	int ret = real(ring, wait_nr);
+
+	if (__atomic_load_n(&einval_reads, __ATOMIC_SEQ_CST) <= 0)
+		return ret;
+	io_uring_for_each_cqe(ring, head, cqe) {
+		uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
+		const struct pm_read *rd = (const struct pm_read *)ud;
+
+		/* an open's or statx's completion is tagged with bit 0 */
+		if (!rd || (ud & 1) || rd->populate || !rd->align || cqe->res <= 0)
+			continue;
+		if (__atomic_fetch_sub(&einval_reads, 1, __ATOMIC_SEQ_CST) <= 0)
+			break;
+		cqe->res = -EINVAL;
+	}
+	return ret;
 }
 
 static int setup(void **state)
@@ -534,6 +572,78 @@ static void test_direct_refused(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/*
+ * A lazily opened file whose O_DIRECT read fails with -EINVAL at read
+ * time (opened with O_DIRECT, but the alignment refused) is read buffered
+ * from then on, into the places planned for O_DIRECT: every byte right,
+ * and pm_stream_file and the stats say it is buffered and why.  Without
+ * the fallback the item fails with -EINVAL.
+ */
+static void test_direct_refused_when_read(void **state)
+{
+	struct pm_ctx *ctx = open_ctx();
+	struct pm_manifest *m = manifest(5000);
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream_file f;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	uint32_t refused = UINT32_MAX, direct = 0;
+	char want[128];
+	int ret;
+
+	if (!direct_ok)
+		skip();		/* this file system has no O_DIRECT */
+	pm_stream_opts_init(&o);
+	o.batch_bytes = 64 << 10;
+	o.chunk_bytes = 4096;
+	o.readers = 1;
+	nofile(40);
+	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
+	__atomic_store_n(&einval_reads, 1, __ATOMIC_SEQ_CST);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct pm_batch_item *it = &b->items[i];
+			int k = index_of(m, it->path_id);
+
+			assert_memory_equal((char *)b->host + it->slot_offset,
+					    data[k] + it->file_offset, it->length);
+		}
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	assert_int_equal(__atomic_load_n(&einval_reads, __ATOMIC_SEQ_CST), 0);	/* one was refused */
+	__atomic_store_n(&einval_reads, 0, __ATOMIC_SEQ_CST);
+	if (ret)
+		fail_msg("stream failed: %d %s", ret, pm_stream_error(s));
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.items, pm_manifest_count(m));
+	assert_int_equal(st.bytes, pm_manifest_bytes(m));
+	assert_int_equal(st.failed_batches, 0);
+	/* the one file refused is buffered, with the reason; the others stay O_DIRECT */
+	for (uint32_t id = 0; id < pm_stream_nfiles(s); id++) {
+		assert_int_equal(pm_stream_file(s, id, &f), 0);
+		if (f.direct) {
+			direct++;
+			assert_string_equal(f.note, "");
+			continue;
+		}
+		assert_int_equal(refused, UINT32_MAX);
+		refused = id;
+		assert_int_equal(f.align, 1);
+		snprintf(want, sizeof(want), "buffered: O_DIRECT refused when read (%s); placed for alignment ",
+			 strerror(EINVAL));
+		assert_non_null(strstr(f.note, want));
+	}
+	assert_int_not_equal(refused, UINT32_MAX);
+	assert_int_equal(direct, NF - 1);
+	assert_int_equal(st.files_direct, NF - 1);
+	assert_int_equal(st.files_buffered, 1);
+	pm_stream_destroy(s);
+	restore();
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
 /* Write path anew with len bytes of data under another inode, renamed over it. */
 static void replace_file(const char *path, const void *buf, size_t len)
 {
@@ -706,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_equal_steps),
 		cmocka_unit_test(test_direct_on_lazy),
 		cmocka_unit_test(test_direct_refused),
+		cmocka_unit_test(test_direct_refused_when_read),
 		cmocka_unit_test(test_replaced_after_create),
 		cmocka_unit_test(test_changed_after_open),
 	};
