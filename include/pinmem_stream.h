@@ -413,6 +413,17 @@ PM_API const char *pm_stream_error(struct pm_stream *s);
 /* Counters and latencies so far; -ECHILD in a forked child.  Any thread. */
 PM_API int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st);
 /*
+ * Where a resume from here loses no batch: *batch is the lowest batch
+ * number neither handed over nor dropped as failed (PM_ON_ERROR_SKIP; a
+ * batch that stopped the stream counts as not handed over).  In order it
+ * is the batch after the last one handed over; with PM_ORDER_AS_COMPLETED
+ * batches above it may have been handed over already (fewer than the
+ * slots): a resume at *batch (opts.start_batch) reads them again, and the
+ * consumer drops them (pinmem.Stream's state_dict() lists them).
+ * -ECHILD in a forked child.  One thread.
+ */
+PM_API int pm_stream_resume_batch(struct pm_stream *s, uint64_t *batch);
+/*
  * The items of batch b named field in their sample ("input.npy"), one per
  * sample that has it, in batch order: the first max in out; returns how
  * many there are (-EINVAL for a NULL batch or field).  A sample's items are

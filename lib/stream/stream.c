@@ -243,6 +243,7 @@ int pm_stream_create(struct pm_ctx *ctx, const struct pm_manifest *m,
 		return pm_ctx_error(ctx, -ENOMEM, "no memory for a stream");
 	s->ctx = ctx;
 	s->m = m;
+	s->halt_seq = UINT64_MAX;
 	s->t_start = now_ns();
 	if (opts)
 		s->o = *opts;

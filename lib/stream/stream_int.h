@@ -138,6 +138,7 @@ struct pm_stream {
 	uint32_t held;
 	bool in_next;		/* a thread is in pm_stream_next: a second one is refused */
 	uint64_t next_seq;
+	uint64_t halt_seq;	/* the batch that stopped the stream (PM_ON_ERROR_STOP), UINT64_MAX: none */
 	int sticky_err;
 	bool ended;
 	char err[ERRLEN];

@@ -224,6 +224,8 @@ int pm_stream_next(struct pm_stream *s, struct pm_batch **batch)
 			}
 			s->sticky_err = ret;
 			s->halt = true;
+			if (sl->b.seq < s->halt_seq)
+				s->halt_seq = sl->b.seq;	/* not handed over: a resume reads it */
 			pthread_cond_broadcast(&s->reader_cv);
 			break;
 		}
@@ -327,6 +329,24 @@ int pm_stream_release_on(struct pm_stream *s, struct pm_batch *batch, void *cuda
 	s->held--;
 	slot_free(s, sl);
 	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int pm_stream_resume_batch(struct pm_stream *s, uint64_t *batch)
+{
+	uint64_t low;
+
+	*batch = 0;
+	if (owner_check(s, "pm_stream_resume_batch"))
+		return -ECHILD;
+	pthread_mutex_lock(&s->lock);
+	/* batches not yet started, those in flight, and the one that stopped the stream */
+	low = s->issued_seq < s->halt_seq ? s->issued_seq : s->halt_seq;
+	for (uint32_t i = 0; i < s->nslots; i++)
+		if (in_flight(&s->slots[i]) && s->slots[i].b.seq < low)
+			low = s->slots[i].b.seq;
+	pthread_mutex_unlock(&s->lock);
+	*batch = low;
 	return 0;
 }
 

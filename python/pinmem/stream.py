@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """pinmem.Stream: read dataset items straight into pinned batch slots."""
+import operator
 import os
+from collections.abc import Mapping
 
 from . import _pinmem
 from ._device import default_cuda_device
@@ -37,6 +39,15 @@ def _device(device):
     raise ValueError("pinmem.Stream: device must be None, 'host', 'cuda', 'cuda:N' or an int, not %r" % (device,))
 
 
+def _state_int(v, key):
+    if isinstance(v, bool):
+        raise ValueError("pinmem.Stream: state[%r] holds %r, not a batch number" % (key, v))
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise ValueError("pinmem.Stream: state[%r] holds %r, not a batch number" % (key, v)) from None
+
+
 class Stream:
     """Stream(source=None, *, tar=None, batch_bytes=0, batch_items=0, shuffle=False,
     seed=0, epochs=1, rank=None, world_size=None, device=None, ...)
@@ -69,7 +80,10 @@ class Stream:
     else $RANK and $WORLD_SIZE, else 0 and 1.  state_dict() after k batches
     and load_state_dict() on a new Stream with the same arguments resume at
     batch k without reading anything before it (the plan is a function of
-    the manifest, the options, the seed, the epoch and the rank).  Other
+    the manifest, the options, the seed, the epoch and the rank); with
+    order="as_completed" the state also lists the batches above k already
+    taken, which the resumed stream reads again (fewer than the slots) and
+    drops: every batch is delivered once across the checkpoint.  Other
     keywords go to the library: slots, prefetch, qd,
     readers (reader threads, each with its own io_uring; default: the CPUs
     the process may use, at most 4), chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
@@ -121,8 +135,12 @@ class Stream:
                           cuda_device=cuda_device if backend == "cuda" else -1,
                           views_on_device=on_dev)
         self._s = None
-        self._skip = 0
-        self._next = 0      # after the last batch handed over: where a resume starts
+        self._skip = 0      # the batch the library starts at (start_batch)
+        # Where a resume starts: every batch below _low was taken (or dropped as
+        # failed, on_error="skip"); _done holds those above it taken out of order.
+        self._low = 0
+        self._done = set()
+        self._drop = set()  # batches a resumed stream reads again and drops
 
     def _config(self):
         o = self._opts
@@ -143,26 +161,76 @@ class Stream:
     def __next__(self):
         """The next Batch; StopIteration at the end.  After a pinmem.Error (a failed
         batch with on_error="stop", every slot held) the stream can be asked again."""
-        b = self._open().next()
-        if b is None:
-            raise StopIteration
-        self._next = max(self._next, b.seq + 1)
+        s = self._open()
+        while True:
+            b = s.next()
+            if b is None:
+                raise StopIteration
+            if b.seq not in self._drop:
+                break
+            # taken before the checkpoint (order="as_completed"): read again, not delivered again
+            self._drop.discard(b.seq)
+            b.release()
+        self._taken(b.seq)
         return b
 
+    def _taken(self, seq):
+        if seq == self._low:
+            self._low += 1
+        elif seq > self._low:
+            self._done.add(seq)
+        if self._done:
+            # out of order, or a batch below was dropped as failed: the library knows
+            self._sync()
+
+    def _sync(self):
+        """Advance _low past what the library handed over or dropped as failed."""
+        if self._s is not None:
+            try:
+                self._low = max(self._low, self._s.resume_batch())
+            except (ValueError, RuntimeError):
+                pass        # closed: nothing changed since the last batch taken
+        while self._low in self._done:
+            self._low += 1
+        self._done = {q for q in self._done if q > self._low}
+
     def state_dict(self):
-        """Where the consumer is: the batch number after the last one taken (batches a
-        failure skipped count), and what makes the order."""
-        return {"batches": max(self._skip, self._next), "config": self._config()}
+        """Where the consumer is: "batches", the lowest batch number not taken yet
+        (batches a failure skipped count as taken), "delivered", the batches above
+        it taken already (order="as_completed"), and what makes the order."""
+        if self._done:
+            self._sync()
+        return {"batches": self._low, "delivered": sorted(self._done),
+                "config": self._config()}
 
     def load_state_dict(self, state):
-        """Resume at state's batch; call before iterating, with the same source and options."""
+        """Resume at state's batch; call before iterating, with the same source and options.
+        A state without "delivered" (saved by an older pinmem) resumes at "batches"."""
         if self._s is not None:
             raise RuntimeError("pinmem.Stream: load_state_dict() must come before iterating")
+        if not isinstance(state, Mapping):
+            raise ValueError("pinmem.Stream: a state is the dict state_dict() returned, not %r"
+                             % (type(state).__name__,))
         if state.get("config") != self._config():
             raise ValueError("pinmem.Stream: state was saved with %r, this stream has %r"
                              % (state.get("config"), self._config()))
-        self._skip = int(state["batches"])
-        self._next = self._skip
+        low = _state_int(state.get("batches"), "batches")
+        if low < 0:
+            raise ValueError("pinmem.Stream: state['batches'] is %d, not a batch number" % low)
+        delivered = state.get("delivered", ())
+        if isinstance(delivered, (str, bytes, Mapping)) or not hasattr(delivered, "__iter__"):
+            raise ValueError("pinmem.Stream: state['delivered'] must be a list of batch numbers, "
+                             "not %r" % (delivered,))
+        done = set()
+        for q in delivered:
+            q = _state_int(q, "delivered")
+            if q <= low or q in done:
+                raise ValueError("pinmem.Stream: state['delivered'] must list distinct batch numbers "
+                                 "above state['batches'] (%d), not %r" % (low, list(delivered)))
+            done.add(q)
+        self._skip = self._low = low
+        self._done = done
+        self._drop = set(done)
 
     def stats(self):
         """The library's counters: bytes, batches, GB/s, waits, latencies, pin mode."""

@@ -293,11 +293,28 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 			     "populated_bytes", (unsigned long long)st.populated_bytes);
 }
 
+static PyObject *stream_resume_batch(PmStream *self, PyObject *unused)
+{
+	struct pm_stream *s = stream_get(self);
+	uint64_t batch;
+	int r;
+
+	if (!s)
+		return NULL;
+	r = pm_stream_resume_batch(s, &batch);
+	if (r < 0)
+		return pmpy_raise(self->ctx->ctx, r, "pm_stream_resume_batch");
+	return PyLong_FromUnsignedLongLong(batch);
+}
+
 static PyMethodDef stream_methods[] = {
 	{ "next", (PyCFunction)stream_next, METH_NOARGS,
 	  "next() -> Batch, or None at the end.  Raises pinmem.Error for a failed batch (the\n"
 	  "library's sentence names the item) or when every slot is held." },
 	{ "stats", (PyCFunction)stream_stats, METH_NOARGS, "Counters and latencies so far, a dict." },
+	{ "resume_batch", (PyCFunction)stream_resume_batch, METH_NOARGS,
+	  "resume_batch() -> the lowest batch number neither handed over nor dropped as failed\n"
+	  "(pm_stream_resume_batch)." },
 	{ "close", (PyCFunction)stream_close, METH_NOARGS,
 	"close(): stop reading; the slots are unpinned now, or when the last Batch is gone\n"
 	  "(a next() waiting in another thread then raises ValueError)." },

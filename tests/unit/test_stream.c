@@ -676,6 +676,82 @@ static void test_stop_as_completed(void **state)
 	finish(ctx, m, NULL);
 }
 
+/*
+ * pm_stream_resume_batch, as completed: after each batch handed over it is
+ * the lowest batch neither handed over nor dropped as failed (skip), so a
+ * resume there (start_batch) misses nothing; a batch that stopped the
+ * stream counts as not handed over.  In order it is the batch after the last.
+ */
+static void test_resume_batch(void **state)
+{
+	struct pm_ctx *ctx = open_ctx(PM_BACKEND_HOST);
+	struct pm_manifest *m = new_manifest();
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	uint64_t low;
+	int ret;
+
+	add(m, 0, 0, tf[0].size);	/* batch 0: 3 MiB, still reading ... */
+	add(m, 2, 4000, 2000);		/* batch 1: past the end, fails at once */
+	for (int i = 0; i < 6; i++)
+		add(m, 1, (uint64_t)i * 100, 100);	/* batches 2..7: small */
+	pm_stream_opts_init(&o);
+	o.order = PM_ORDER_AS_COMPLETED;
+	o.batch_items = 1;
+	o.batch_bytes = 4 << 20;
+	o.slots = 6;
+	for (int round = 0; round < 10; round++) {
+		bool seen[8] = { false };
+		uint64_t want;
+
+		o.on_error = PM_ON_ERROR_SKIP;
+		s = stream_ok(ctx, m, &o);
+		assert_int_equal(pm_stream_resume_batch(s, &low), 0);
+		assert_int_equal(low, 0);
+		while (!(ret = pm_stream_next(s, &b)) && b) {
+			assert_true(b->seq < 8 && b->seq != 1 && !seen[b->seq]);
+			seen[b->seq] = true;
+			pm_stream_release(s, b);
+			assert_int_equal(pm_stream_stats(s, &st), 0);
+			for (want = 0; want < 8; want++)
+				if (!seen[want] && !(want == 1 && st.failed_batches))
+					break;
+			assert_int_equal(pm_stream_resume_batch(s, &low), 0);
+			assert_int_equal(low, want);
+		}
+		assert_int_equal(ret, 0);
+		assert_int_equal(pm_stream_resume_batch(s, &low), 0);
+		assert_int_equal(low, 8);
+		pm_stream_destroy(s);
+
+		/* stopping: batch 0 arrives, batch 1 is not handed over */
+		o.on_error = PM_ON_ERROR_STOP;
+		s = stream_ok(ctx, m, &o);
+		while (!(ret = pm_stream_next(s, &b)) && b)
+			pm_stream_release(s, b);
+		assert_int_equal(ret, -ENODATA);
+		assert_int_equal(pm_stream_resume_batch(s, &low), 0);
+		assert_int_equal(low, 1);
+		pm_stream_destroy(s);
+	}
+	/* in order, resumed: the batch after the last one */
+	o.order = PM_ORDER_IN_ORDER;
+	o.on_error = PM_ON_ERROR_SKIP;
+	o.start_batch = 2;
+	s = stream_ok(ctx, m, &o);
+	assert_int_equal(pm_stream_resume_batch(s, &low), 0);
+	assert_int_equal(low, 2);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		pm_stream_release(s, b);
+		assert_int_equal(pm_stream_resume_batch(s, &low), 0);
+		assert_int_equal(low, b->seq + 1);
+	}
+	assert_int_equal(low, 8);
+	finish(ctx, m, s);
+}
+
 /* A FIFO in a manifest is refused at create with a sentence, not waited on in open(2). */
 static void test_fifo_refused(void **state)
 {
@@ -2166,6 +2242,7 @@ int main(void)
 		cmocka_unit_test(test_as_completed),
 		cmocka_unit_test(test_readers),
 		cmocka_unit_test(test_stop_as_completed),
+		cmocka_unit_test(test_resume_batch),
 		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_held_batch_untouched),
 		cmocka_unit_test(test_all_slots_held),
