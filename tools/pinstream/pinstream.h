@@ -49,6 +49,15 @@ void ps_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* JSON string with escapes. */
 void ps_json_str(FILE *f, const char *s);
 
+/*
+ * Bytes the cgroups named in proc_cgroup (a /proc/PID/cgroup) under root
+ * (/sys/fs/cgroup) may still take: the smallest memory.max -
+ * memory.current of the v2 cgroup and its ancestors (v1's memory
+ * controller alike), and in *limit the smallest limit.  UINT64_MAX (both)
+ * when nothing limits it ("max") or it cannot be read.
+ */
+uint64_t ps_cgroup_room(const char *proc_cgroup, const char *root, uint64_t *limit);
+
 int ps_run(const struct ps_args *a);
 int ps_compare(const struct ps_args *a);
 int ps_make_dataset(const struct ps_args *a);

@@ -169,7 +169,10 @@ static void drop_cache(struct cmp *c)
 /*
  * Every cold row starts from the same memory state: touch and free as much
  * anonymous memory as the dataset (at most three quarters of what is
- * available), so the memory the row's page cache will take was just used
+ * available, and of what this process's cgroup still allows: touching past
+ * its memory.max (v1: memory.limit_in_bytes) would reclaim, swap or
+ * OOM-kill instead), so the memory
+ * the row's page cache will take was just used
  * and freed, whatever the row before it left (its page cache dropped, or
  * memory a VM's free page reporting handed back to its host, which costs
  * a refault from the host on first touch).
@@ -177,16 +180,27 @@ static void drop_cache(struct cmp *c)
 static void settle_memory(struct cmp *c)
 {
 	long avail = sysconf(_SC_AVPHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
-	uint64_t want = pm_manifest_bytes(c->m), room;
-	char b[32];
+	uint64_t want = pm_manifest_bytes(c->m), room, cg, limit;
+	char b[32], l[32], why[96] = "";
 	char *p;
 
 	room = avail > 0 ? (uint64_t)avail * (uint64_t)pg / 4 * 3 : 0;
 	if (want > room)
 		want = room;
+	cg = ps_cgroup_room("/proc/self/cgroup", "/sys/fs/cgroup", &limit);
+	if (cg != UINT64_MAX && want > cg / 4 * 3) {
+		want = cg / 4 * 3;
+		snprintf(why, sizeof(why), " (capped by the cgroup's memory limit of %s)",
+			 ps_bytes(limit, l, sizeof(l)));
+	}
 	want = want / (uint64_t)pg * (uint64_t)pg;
-	if (!want)
+	if (!want) {
+		if (why[0])
+			snprintf(c->settle_note, sizeof(c->settle_note),
+				 "no anonymous memory touched: the cgroup's memory limit of %s is reached",
+				 ps_bytes(limit, l, sizeof(l)));
 		return;
+	}
 	p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return;
@@ -194,7 +208,7 @@ static void settle_memory(struct cmp *c)
 		p[off] = 1;
 	munmap(p, want);
 	snprintf(c->settle_note, sizeof(c->settle_note),
-		 "then %s of anonymous memory touched and freed", ps_bytes(want, b, sizeof(b)));
+		 "then %s of anonymous memory touched and freed%s", ps_bytes(want, b, sizeof(b)), why);
 }
 
 /*
