@@ -5,7 +5,8 @@
 # definition, which pip uses too (mk/81-python-pip.mk): the extension is
 # python/src/*.c with libpinmem's sources compiled into it and liburing.a
 # linked in, offline with Debian's python3-dev and python3-setuptools.
-# `python-check` runs the pytest suite in tests/python against it;
+# `python-check` runs the pytest suite in tests/python against a pip install
+# of it (mk/82-platform.mk);
 # `bench-python` runs bench/dataloader-compare.py.  `make install` copies the
 # package into PYTHON_SITEDIR (mk/70-install.mk); the Debian package's
 # python3-pinmem is that install.
@@ -44,26 +45,23 @@ $(PY_STAMP): $(PY_SRCS)
 # The cuda backend's cases run against the test-only CUDA runtime stand-in
 # (tests/cuda_stub) when the toolkit's headers are there to build it.
 PY_CUDA_STUB := $(if $(filter 1,$(CUDA)),$(CUDA_STUB))
-python-check: $(PY_STAMP) $(PY_CUDA_STUB)
-	cd tests/python && PYTHONPATH=$(abspath $(PY_OUT)) PYTHONDONTWRITEBYTECODE=1 \
-		PINMEM_CUDA_STUB=$(if $(PY_CUDA_STUB),$(abspath $(PY_CUDA_STUB))) \
-		$(PYTHON) -m pytest -q -p no:cacheprovider .
+# python-check is this machine's row of the platform matrix (mk/82-platform.mk):
+# pinmem installed from a clean copy of the checkout with pip into a venv of
+# $(PYTHON), the suite run against that install, then PyTorch's own
+# test/test_dataloader.py of the installed torch's release (tests/python/torch_suite),
+# with torch's loader and with pinmem's, compared test by test against the listed
+# differences.  Logs: $(O)/platform/host/.
+python-check:
+	@mkdir -p $(O)/platform
+	@$(PLATFORM_ENV) tests/platform/run.sh host >$(O)/platform/host.out 2>&1 || \
+		{ tail -n 60 $(O)/platform/host.out; echo "python-check: failed (log $(O)/platform/host/pytest.log)"; exit 1; }
+	@grep '^torch-suite: \|^platform: ' $(O)/platform/host.out
 
 BENCH_PYTHON_ARGS ?=
 bench-python: $(PY_STAMP)
 	PYTHONPATH=$(abspath $(PY_OUT)) $(PYTHON) bench/dataloader-compare.py $(BENCH_PYTHON_ARGS)
 
 CHECK_STEPS += python-check
-
-# PyTorch's own test/test_dataloader.py for the installed torch's release
-# (tests/python/torch_suite/X.Y), run with torch's loader and with pinmem's at
-# once, compared test by test against the listed differences
-# (tests/python/torch_suite/README.md).
-.PHONY: python-torch-suite
-python-torch-suite: $(PY_STAMP)
-	PYTHONPATH=$(abspath $(PY_OUT)) $(PYTHON) tests/python/torch_suite/run.py --out $(O)/torch-suite
-
-CHECK_STEPS += python-torch-suite
 
 # The suite again with the extension and libpinmem built with ASan+UBSan
 # (ASAN_FLAGS, mk/30-unit.mk) in $(O)/asan-py; the interpreter is not

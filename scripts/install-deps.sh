@@ -19,7 +19,7 @@ BUILD_PKGS="build-essential pkg-config liburing-dev"
 # Tests: unit tests, sparse, the VM harness (and its ext4/XFS disks), the DKMS check,
 # promtool (prometheus) for pinctl's metrics, systemd-analyze for the units,
 # debootstrap and iproute2 (loopback in a network namespace) for the chroots,
-# python3-dill for the dill cases of torch's DataLoader suite (python-torch-suite).
+# python3-dill for the dill cases of torch's DataLoader suite (python-check).
 TEST_PKGS="libcmocka-dev sparse kmod busybox-static cpio qemu-system-x86 fio \
 	dkms bc bison flex libelf-dev libssl-dev dwarves rsync xz-utils python3 \
 	python3-dev python3-setuptools python3-numpy python3-pytest python3-torch python3-dill \

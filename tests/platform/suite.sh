@@ -8,6 +8,8 @@
 #
 #   suite.sh [--clients] WORK PYTHON DISTRO
 #
+# Without --clients, torch's own DataLoader suite of the platform's torch
+# release follows (tests/python/torch_suite/run.py) where it is vendored.
 # WORK holds a clean copy of the checkout in WORK/src; the venv, the CUDA
 # stand-in's build and pytest's report and log go beside it.  PINMEM_CUDA=1
 # (with CUDA_HOME) builds the extension's cuda backend and the stand-in
@@ -54,6 +56,22 @@ rc=0
 must=
 [ "$clients" = 1 ] || must=$work/src/tests/platform/must-run.txt
 # The log's path as the host sees it (run.sh passes it; WORK is /build in a chroot).
-exec "$work/venv/bin/python" "$work/src/tests/platform/summary.py" --what "$what" \
+line=$("$work/venv/bin/python" "$work/src/tests/platform/summary.py" --what "$what" \
 	--distro "$distro" --pytest-rc "$rc" --log "${PINMEM_PLATFORM_LOG:-$work/pytest.log}" \
-	${must:+--must-run "$must"} "$work/junit.xml"
+	${must:+--must-run "$must"} "$work/junit.xml") || rc=1
+[ "$clients" = 1 ] && { echo "$line"; exit "$rc"; }
+
+# torch's own DataLoader suite of this platform's torch release, with its loader and
+# pinmem's (tests/python/torch_suite), where that release's test file is vendored.
+suite=$work/src/tests/python/torch_suite
+tv=$("$work/venv/bin/python" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
+if [ -f "$suite/$tv/test_dataloader.py" ]; then
+	(cd src && ../venv/bin/python tests/python/torch_suite/run.py --out "$work/torch-suite") \
+		>torch-suite.log 2>&1 || { rc=1; tail -n 30 torch-suite.log >&2; }
+	grep '^torch-suite: ' torch-suite.log | tail -n 1
+else
+	echo "torch-suite: $distro torch $tv: not run, its test_dataloader.py is not vendored" \
+		"(tests/python/torch_suite/README.md)"
+fi
+echo "$line"
+exit "$rc"

@@ -8,6 +8,7 @@ mlock and VmLck counts them.
 """
 import ctypes
 import gc
+import multiprocessing
 import os
 import re
 
@@ -15,8 +16,16 @@ import pytest
 
 import pinmem
 
-# torch's own DataLoader suite runs apart, twice (torch_suite/run.py, make python-torch-suite).
+# torch's own DataLoader suite runs apart, twice (torch_suite/run.py, after this suite on
+# each platform: tests/platform/suite.sh).
 collect_ignore = ["torch_suite"]
+
+# Python 3.14 starts workers with forkserver by default: each is a fresh process that
+# imports torch (seconds each on a 2-core machine), for torch's loader and pinmem's alike,
+# and the suite starts hundreds.  The forkserver imports them once and forks workers
+# from there, as a training script may (multiprocessing.set_forkserver_preload);
+# workers that import everything themselves run in the spawn tests.
+multiprocessing.set_forkserver_preload(["torch", "pinmem.torch"])
 
 MODULE = os.environ.get("PINMEM_TEST_MODULE") == "1"
 MODULE_MODE = "require" if MODULE else "auto"

@@ -138,10 +138,15 @@ def test_same_batches_with_nested_samples_and_worker_seeds():
         assert equal(w, g), (w, g)
 
 
+# Datasets and functions that workers use are module-level: a worker started by spawn or
+# forkserver (Python 3.14's default) gets them pickled, and a local class cannot be.
+def scaled_collate(samples):
+    xs = torch.stack([s[0] for s in samples]).float() / 255
+    return {"x": xs, "y": numpy.array([s[1] for s in samples]), "n": len(samples)}
+
+
 def test_same_batches_with_sampler_and_custom_collate():
-    def collate(samples):
-        xs = torch.stack([s[0] for s in samples]).float() / 255
-        return {"x": xs, "y": numpy.array([s[1] for s in samples]), "n": len(samples)}
+    collate = scaled_collate
     sampler = list(range(36, -1, -3))
     want, got = both(Images(), batch_size=3, sampler=sampler, collate_fn=collate, num_workers=2)
     assert len(want) == len(got) == 5
@@ -169,10 +174,12 @@ def test_batches_are_views_of_the_pinned_ring(workers):
     loader.close()
 
 
+class Pids(Images):
+    def __getitem__(self, i):
+        return torch.tensor([os.getpid(), i])
+
+
 def test_persistent_workers_keep_their_processes_and_batches():
-    class Pids(Images):
-        def __getitem__(self, i):
-            return torch.tensor([os.getpid(), i])
     want, got = [], []
     for cls, res, extra in ((torch.utils.data.DataLoader, want, {}),
                             (pt.DataLoader, got, {"module": MODULE_MODE})):
@@ -221,10 +228,12 @@ def test_batch_bigger_than_a_slot_raises_when_asked(workers):
     ok.close()
 
 
+class AllBad(Images):
+    def __getitem__(self, i):
+        raise KeyError("no sample %d" % i)
+
+
 def test_every_batch_failing_raises_the_first_and_frees_the_ring():
-    class AllBad(Images):
-        def __getitem__(self, i):
-            raise KeyError("no sample %d" % i)
     base = pinned_bytes()
     loader = pt.DataLoader(AllBad(), batch_size=4, num_workers=2, module=MODULE_MODE)
     with pytest.raises(KeyError) as e:
@@ -286,17 +295,25 @@ def run_guarded(fn, seconds=60):
         signal.signal(signal.SIGALRM, old)
 
 
+class Dies(Images):
+    """Sample 9 ends its worker: how="exit" with status 7, "kill" by SIGKILL."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def __getitem__(self, i):
+        if i == 9:
+            if self.how == "exit":
+                os._exit(7)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(i)
+
+
 @pytest.mark.parametrize("how", ["exit", "kill"])
 def test_worker_death_is_a_clear_error_without_hang_or_pins(how):
-    class Dies(Images):
-        def __getitem__(self, i):
-            if i == 9:
-                if how == "exit":
-                    os._exit(7)
-                os.kill(os.getpid(), signal.SIGKILL)
-            return super().__getitem__(i)
     base = pinned_bytes()
-    loader = pt.DataLoader(Dies(), batch_size=2, num_workers=2, module=MODULE_MODE)
+    loader = pt.DataLoader(Dies(how), batch_size=2, num_workers=2, module=MODULE_MODE)
 
     def consume():
         with pytest.raises(pt.WorkerError) as e:
@@ -604,12 +621,8 @@ def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
 CTRL_C_CHILD = r"""
 import os, sys, time, torch
 import pinmem.torch as pt
-class Slow(torch.utils.data.Dataset):
-    def __len__(self): return 1000
-    def __getitem__(self, i):
-        time.sleep(0.05)
-        return torch.zeros(1000, dtype=torch.uint8)
-loader = pt.DataLoader(Slow(), batch_size=4, num_workers=2, module=sys.argv[1])
+from child_datasets import SlowZeros
+loader = pt.DataLoader(SlowZeros(), batch_size=4, num_workers=2, module=sys.argv[1])
 it = iter(loader)
 next(it)
 print("PIDS", *[w.pid for w in it._workers], flush=True)

@@ -183,10 +183,12 @@ def test_torchs_argument_errors(kw):
     assert str(got.value) == str(want.value)
 
 
+class Slow(Images):
+    def __getitem__(self, i):
+        time.sleep(30)
+
+
 def test_timeout_raises_after_the_timeout_as_torch():
-    class Slow(Images):
-        def __getitem__(self, i):
-            time.sleep(30)
     t = time.monotonic()
     L = pt.DataLoader(Slow(), batch_size=2, num_workers=1, timeout=2, module=MODULE_MODE)
     it = iter(L)
@@ -229,9 +231,12 @@ class Pair:
     y: list
 
 
+def collate_pairs(samples):
+    return Pair(torch.stack([s[0] for s in samples]), [s[1] for s in samples])
+
+
 def test_collate_fn_returning_a_dataclass():
-    def collate(samples):
-        return Pair(torch.stack([s[0] for s in samples]), [s[1] for s in samples])
+    collate = collate_pairs
     for workers in (0, 2):
         want = list(TorchDL(Images(), batch_size=4, collate_fn=collate, num_workers=workers))
         got = list(pt.DataLoader(Images(), batch_size=4, collate_fn=collate, num_workers=workers,

@@ -210,12 +210,10 @@ def test_persistent_workers_stay_across_epochs_and_die_with_the_loader():
 EXIT_CHILD = r"""
 import sys, time, torch
 import pinmem.torch as pt
-from torch.utils.data import Dataset
-class D(Dataset):
-    def __len__(self): return 100
-    def __getitem__(self, i): return torch.zeros(1000) + i
-L = pt.DataLoader(D(), batch_size=4, num_workers=2, persistent_workers=sys.argv[2] == "1",
-                  module=sys.argv[1])
+from child_datasets import Ramp
+cls, kw = (pt.DataLoader, {"module": sys.argv[1]}) if sys.argv[4] == "pinmem" else \
+    (torch.utils.data.DataLoader, {})
+L = cls(Ramp(), batch_size=4, num_workers=2, persistent_workers=sys.argv[2] == "1", **kw)
 it = iter(L)
 if sys.argv[3] == "1":
     next(it)
@@ -226,13 +224,20 @@ print("READY", flush=True)
 @pytest.mark.parametrize("persistent", ["0", "1"])
 @pytest.mark.parametrize("started", ["0", "1"])
 def test_no_hang_at_exit_with_a_live_iterator(persistent, started):
+    """A process that exits with a live iterator exits as it does with torch's loader: the
+    hang this guards against was forever, so the bound is relative to torch's time (a
+    loaded machine slows both), with a floor."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    t = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", EXIT_CHILD, MODULE_MODE, persistent, started],
-                         env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "READY" in out.stdout, out.stderr
-    assert time.monotonic() - t < 20
-    assert "Error" not in out.stderr and "Exception" not in out.stderr, out.stderr
+    took = {}
+    for which in ("torch", "pinmem"):
+        t = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", EXIT_CHILD, MODULE_MODE, persistent, started,
+                              which], env=env, capture_output=True, text=True, timeout=300)
+        took[which] = time.monotonic() - t
+        assert out.returncode == 0 and "READY" in out.stdout, (which, out.stderr)
+        if which == "pinmem":
+            assert "Error" not in out.stderr and "Exception" not in out.stderr, out.stderr
+    assert took["pinmem"] < max(20, 3 * took["torch"]), took
 
 
 def test_second_iterator_has_its_own_ring_and_workers():

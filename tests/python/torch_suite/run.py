@@ -3,7 +3,8 @@
 
     python3 tests/python/torch_suite/run.py [--out DIR] [--loader torch|pinmem] [-k EXPR]
 
-(`make python-torch-suite` runs it on the build tree's pinmem.)  The
+(`make python-check` and `make platform-check` run it on each platform's pip
+install of pinmem, tests/platform/suite.sh.)  The
 vendored test_dataloader.py of the installed torch's release (the folder
 named by torch.__version__'s major.minor) runs twice under pytest, at the
 same time: once as it is, once with pinmem.torch.DataLoader in place of
