@@ -174,6 +174,34 @@ enum pm_direct {
 	PM_DIRECT_OFF,		/* buffered (page cache) reads */
 };
 
+/*
+ * Shard-sequential reads (struct pm_stream_opts.coalesce): consecutive items
+ * of a batch from one file, in file order, with small gaps between them (tar
+ * members and their headers), are read as one range of up to
+ * PM_COALESCE_BYTES (O_DIRECT where the file is, aligned) into a staging
+ * buffer of the reader thread and copied to their places in the slot.  A
+ * run takes the next item while the gap before it is at most
+ * PM_COALESCE_GAP and the run's gap bytes stay at most its item bytes; a
+ * run of one item is read as before.  AUTO coalesces runs whose items
+ * average under PM_COALESCE_SMALL: larger items read fast alone, and staged
+ * they would cost a second copy and have fewer reads in flight.  Buffered
+ * runs are asked of the page cache as one range (WILLNEED or a populate).
+ * Each reader thread has up to 4 staging buffers of PM_COALESCE_BYTES (16
+ * MiB at most over 4 threads), allocated at create unless coalescing is
+ * off; they are not pinned.  A failed range read fails the batch, naming
+ * the first of its items the error reaches (the item end of file cut, else
+ * the run's first).  Files opened as they are read (more than 4096) are
+ * read item by item.
+ */
+enum pm_coalesce {
+	PM_COALESCE_AUTO = 0,	/* runs whose items average under PM_COALESCE_SMALL */
+	PM_COALESCE_ON,		/* every run, whatever its items' sizes */
+	PM_COALESCE_OFF,	/* one read per item (and per chunk_bytes), as before */
+};
+#define PM_COALESCE_BYTES	(1U << 20)
+#define PM_COALESCE_GAP		(64U << 10)
+#define PM_COALESCE_SMALL	(64U << 10)
+
 /* What a failed batch does to the stream. */
 enum pm_on_error {
 	PM_ON_ERROR_STOP = 0,	/* every batch before the failed one arrives (PM_ORDER_AS_COMPLETED: in any order, and some after it may too), then pm_stream_next returns its error on every call */
@@ -264,7 +292,7 @@ struct pm_stream_opts {
 	 * their pages count in the process's RSS as mapped page cache.
 	 */
 	uint32_t readers;
-	uint32_t reserved32;	/* zero */
+	enum pm_coalesce coalesce;	/* shard-sequential reads (see enum pm_coalesce) [auto] */
 	/*
 	 * Resume: the first batch handed over is batch number start_batch of
 	 * the stream these options make (b->seq counts from it, over epochs),
@@ -353,7 +381,9 @@ struct pm_stream_stats {
 	 * runs rounded out to 2 MiB, pages found cached on the way included
 	 */
 	uint64_t populated_bytes;
-	uint64_t reserved[14];	/* room for new counters; zero */
+	uint64_t coalesced_reads;	/* range reads that covered several items (enum pm_coalesce) */
+	uint64_t coalesced_items;	/* items read by them */
+	uint64_t reserved[12];	/* room for new counters; zero */
 };
 
 /* Zero opts then set the defaults (optional: zero means default anyway).  Any thread. */

@@ -300,6 +300,33 @@ static bool retry_reads(struct pm_stream *s, struct lane *l)
 	return false;
 }
 
+/*
+ * A coalesced read completed: copy its items from the staging buffer to
+ * their places in the slot, or, when it failed, point rd->owner_item at the
+ * item to blame (end of file: the first item it cut).  Frees the buffer.
+ */
+static void staged_done(struct lane *l, struct pm_read *rd, int res)
+{
+	struct slot *sl = rd->owner;
+	const char *stage = l->stages[rd->stage];
+
+	for (uint32_t k = rd->owner_item; k < rd->owner_item + rd->owner_items; k++) {
+		const struct pm_batch_item *it = &sl->items[k];
+
+		if (res) {
+			if (res == -ENODATA && it->file_offset + it->length > rd->off + rd->done) {
+				rd->owner_item = k;
+				break;
+			}
+			continue;
+		}
+		memcpy((char *)sl->b.host + it->slot_offset, stage + (it->file_offset - rd->off),
+		       it->length);
+	}
+	l->free_stages |= 1U << rd->stage;
+	rd->stage = -1;
+}
+
 static void read_done(void *arg, struct pm_read *rd, int res)
 {
 	struct lane *l = arg;
@@ -315,6 +342,8 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 	}
 	if (s->fs.lazy && lazy_done(l, rd, &res))
 		return;		/* queued again, buffered */
+	if (rd->stage >= 0)
+		staged_done(l, rd, res);
 	if (res) {
 		const struct pm_batch_item *it = &sl->items[rd->owner_item];
 
@@ -411,6 +440,7 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
 		l->free_reads = rd->next;
 		memset(rd, 0, sizeof(*rd));
 		rd->populate = true;
+		rd->stage = -1;
 		rd->win = w;
 		rd->dst = w->addr + (o - w->off);
 		rd->len = (uint32_t)(e - o < piece ? e - o : piece);
@@ -425,7 +455,8 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
 
 /*
  * Buffered reads: ask the page cache for the batch at once, in runs of
- * adjacent items, unless it is there already.  With many reads in flight
+ * adjacent items (or close ones, when the lane coalesces), unless it is
+ * there already.  With many reads in flight
  * readahead cannot see the order: it would read each run in small pieces
  * into 4 KiB folios.  Runs of PM_POPULATE_MIN and more are populated in
  * huge folios (populate_run).  Shorter ones, and every run where that
@@ -434,7 +465,7 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
  */
 static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl)
 {
-	uint64_t start = 0, end = 0;
+	uint64_t start = 0, end = 0, prev = 0;
 	uint32_t path = UINT32_MAX;
 
 	for (uint32_t i = 0; i <= sl->b.nitems; i++) {
@@ -442,8 +473,15 @@ static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl
 
 		if (it && (s->fs.f[it->path_id].align || s->fs.lazy))
 			continue;
-		if (it && it->path_id == path && it->file_offset == end) {
-			end += it->length;
+		/* coalesced reads read the gaps (tar headers) too: one run over them */
+		if (it && it->path_id == path &&
+		    (it->file_offset == end ||
+		     (l->nstages && it->file_offset > end &&
+		      it->file_offset - end <= PM_COALESCE_GAP &&
+		      (s->o.coalesce == PM_COALESCE_ON ||
+		       (it->length < PM_COALESCE_SMALL && prev < PM_COALESCE_SMALL))))) {
+			end = it->file_offset + it->length;
+			prev = it->length;
 			continue;
 		}
 		if (path != UINT32_MAX && !populate_run(s, l, sl, path, start, end) &&
@@ -455,6 +493,7 @@ static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl
 		path = it->path_id;
 		start = it->file_offset;
 		end = start + it->length;
+		prev = it->length;
 	}
 }
 
@@ -563,7 +602,54 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	return true;
 }
 
-/* Queue the next read of lane l's batch; false when its file must wait for a table entry. */
+/* --- shard-sequential reads (enum pm_coalesce) --- */
+
+/*
+ * The items of lane l's batch from sl->next_item on that one read covers
+ * (see enum pm_coalesce): their count, 1 when the item is read alone, and
+ * the range [*off, *off + *len), of which *need bytes must arrive.  The
+ * staging buffers are aligned to 4096: files with a larger or odd O_DIRECT
+ * alignment are read item by item.
+ */
+static uint32_t coalesce_run(const struct pm_stream *s, const struct lane *l,
+			     const struct slot *sl, uint64_t *off, uint64_t *len,
+			     uint64_t *need)
+{
+	const uint32_t i = sl->next_item;
+	const struct pm_batch_item *it = &sl->items[i];
+	const struct pm_sfile *f = &s->fs.f[it->path_id];
+	uint64_t a = f->align ? f->align : 1, start, end, gaps = 0, data;
+	uint32_t n = 1;
+
+	if (!l->nstages || sl->next_rel || (f->align && 4096 % f->align))
+		return 1;
+	start = it->file_offset / a * a;
+	end = it->file_offset + it->length;
+	data = it->length;
+	while (i + n < sl->b.nitems) {
+		const struct pm_batch_item *nx = &sl->items[i + n];
+		uint64_t nend = nx->file_offset + nx->length;
+
+		if (nx->path_id != it->path_id || nx->file_offset < end ||
+		    nx->file_offset - end > PM_COALESCE_GAP ||
+		    gaps + (nx->file_offset - end) > data + nx->length ||
+		    (nend + a - 1) / a * a - start > PM_COALESCE_BYTES)
+			break;
+		gaps += nx->file_offset - end;
+		data += nx->length;
+		end = nend;
+		n++;
+	}
+	/* large items read fast alone; staged, they cost a second copy and fewer reads in flight */
+	if (n == 1 || (s->o.coalesce == PM_COALESCE_AUTO && data / n >= PM_COALESCE_SMALL))
+		return 1;
+	*off = start;
+	*need = end - start;
+	*len = (end + a - 1) / a * a - start;
+	return n;
+}
+
+/* Queue the next read of lane l's batch; false when its file must wait for a table entry or a staging buffer. */
 static bool issue_one(struct pm_stream *s, struct lane *l)
 {
 	struct slot *sl = l->filling;
@@ -571,9 +657,10 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	const struct pm_batch_item *it = &sl->items[sl->next_item];
 	const struct pm_sfile *f = &s->fs.f[it->path_id];
 	struct pm_read *rd = l->free_reads;
-	uint64_t chunk = s->o.chunk_bytes, len, data_end;
+	uint64_t chunk = s->o.chunk_bytes, len, data_end, off, need;
 	bool open = false;
-	int fd;
+	uint32_t n;
+	int fd, stage = -1;
 
 	if (s->fs.lazy) {
 		fd = pm_sfiles_get(&s->fs, (uint32_t)(l - s->lanes), it->path_id, &open);
@@ -583,15 +670,25 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 		fd = l->rd.files_registered ? (int)it->path_id : f->fd;
 	}
 
-	if (f->align) {
-		chunk = chunk / f->align * f->align;
-		if (!chunk)
-			chunk = f->align;
+	n = coalesce_run(s, l, sl, &off, &len, &need);
+	if (n > 1) {
+		if (!l->free_stages)
+			return false;	/* the lane's reads in flight free one */
+		stage = __builtin_ctz(l->free_stages);
+		l->free_stages &= ~(1U << stage);
+	} else {
+		if (f->align) {
+			chunk = chunk / f->align * f->align;
+			if (!chunk)
+				chunk = f->align;
+		}
+		len = pl->read_len - sl->next_rel;
+		if (len > chunk)
+			len = chunk;
+		data_end = pl->data_slot - pl->read_slot + it->length;
+		off = pl->read_off + sl->next_rel;
+		need = data_end - sl->next_rel < len ? data_end - sl->next_rel : len;
 	}
-	len = pl->read_len - sl->next_rel;
-	if (len > chunk)
-		len = chunk;
-	data_end = pl->data_slot - pl->read_slot + it->length;
 
 	l->free_reads = rd->next;
 	if (!s->t_first_read)
@@ -602,26 +699,32 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	rd->open_dir = s->fs.cwd;
 	rd->open_err = 0;
 	rd->opened = false;
-	rd->buf_index = l->buf_index[sl->b.slot];
+	/* a coalesced read lands in the lane's staging buffer, not registered */
+	rd->buf_index = stage < 0 ? l->buf_index[sl->b.slot] : -1;
 	rd->align = f->align;
-	rd->off = pl->read_off + sl->next_rel;
-	rd->dst = (char *)sl->b.host + pl->read_slot + sl->next_rel;
+	rd->off = off;
+	rd->dst = stage < 0 ? (char *)sl->b.host + pl->read_slot + sl->next_rel : l->stages[stage];
 	rd->len = (uint32_t)len;
-	rd->need = data_end - sl->next_rel < len ? (uint32_t)(data_end - sl->next_rel)
-						 : (uint32_t)len;
+	rd->need = (uint32_t)need;
 	rd->done = 0;
 	rd->owner = sl;
 	rd->owner_item = sl->next_item;
+	rd->owner_items = n;
+	rd->stage = stage;
 	sl->pending++;
 	pm_reader_queue(&l->rd, rd);
 
-	sl->next_rel += len;
-	if (sl->next_rel == pl->read_len) {
-		sl->next_rel = 0;
-		if (++sl->next_item == sl->b.nitems) {
-			sl->issued = true;
-			l->filling = NULL;
-		}
+	if (n > 1) {
+		s->coalesced_reads++;
+		s->coalesced_items += n;
+		sl->next_item += n - 1;
+	} else if ((sl->next_rel += len) < pl->read_len) {
+		return true;	/* the item's next chunk follows */
+	}
+	sl->next_rel = 0;
+	if (++sl->next_item == sl->b.nitems) {
+		sl->issued = true;
+		l->filling = NULL;
 	}
 	return true;
 }
@@ -868,6 +971,31 @@ static uint32_t lane_count(const struct pm_stream *s)
 	return n ? n : 1;
 }
 
+/*
+ * Lane l's staging buffers for coalesced reads (enum pm_coalesce), unless
+ * coalescing is off or files are opened as they are read: at most
+ * MAX_STAGES and its share of qd.  Without memory for them the lane reads
+ * item by item.
+ */
+static void stages_alloc(struct pm_stream *s, struct lane *l)
+{
+	uint32_t n = lane_qd(s, l) < MAX_STAGES ? lane_qd(s, l) : MAX_STAGES;
+
+	if (s->o.coalesce == PM_COALESCE_OFF || s->fs.lazy)
+		return;
+	l->stages = calloc(n, sizeof(*l->stages));
+	if (!l->stages)
+		return;
+	for (; l->nstages < n; l->nstages++) {
+		void *p;
+
+		if (posix_memalign(&p, 4096, PM_COALESCE_BYTES))
+			break;
+		l->stages[l->nstages] = p;
+		l->free_stages |= 1U << l->nstages;
+	}
+}
+
 /* Start the lanes' threads; each sets up its ring (create waits for them). */
 int pm_lanes_start(struct pm_stream *s)
 {
@@ -891,6 +1019,7 @@ int pm_lanes_start(struct pm_stream *s)
 		if (!l->reads || !l->buf_index)
 			return pm_ctx_error(s->ctx, -ENOMEM, "no memory for %u reader lanes",
 					    s->nlanes);
+		stages_alloc(s, l);
 	}
 	for (uint32_t i = 0; i < s->nlanes; i++) {
 		int ret = pthread_create(&s->lanes[i].thread, NULL, lane_main, &s->lanes[i]);

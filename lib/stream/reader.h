@@ -36,6 +36,8 @@ struct pm_read {
 	void *win;		/* a populate's window (populate.h) */
 	void *owner;
 	uint32_t owner_item;
+	uint32_t owner_items;	/* items covered: a coalesced read's, else 1 */
+	int stage;		/* a coalesced read's staging buffer of the lane, -1: none */
 	struct pm_read *next;	/* free list of the caller */
 };
 

@@ -53,11 +53,12 @@ static int check_opts(struct pm_ctx *ctx, struct pm_stream_opts *o)
 				    o->rank, o->world_size);
 	if ((unsigned)o->direct > PM_DIRECT_OFF || (unsigned)o->on_error > PM_ON_ERROR_SKIP ||
 	    (unsigned)o->order > PM_ORDER_AS_COMPLETED ||
-	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST)
+	    (unsigned)o->shard_pad > PM_SHARD_DROP || (unsigned)o->handoff > PM_HANDOFF_HOST ||
+	    (unsigned)o->coalesce > PM_COALESCE_OFF)
 		return pm_ctx_error(ctx, -EINVAL,
-				    "unknown direct, on_error, order, shard_pad or handoff value");
+				    "unknown direct, on_error, order, shard_pad, handoff or coalesce value");
 	for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
-		if (o->reserved[i] || o->reserved32)
+		if (o->reserved[i])
 			return pm_ctx_error(ctx, -EINVAL,
 					    "pm_stream_opts: reserved options must be zero (a program built for a newer libpinmem than %s?)",
 					    pm_version());
@@ -408,6 +409,10 @@ void pm_stream_destroy(struct pm_stream *s)
 	for (uint32_t i = 0; s->lanes && i < s->nlanes; i++) {
 		free(s->lanes[i].reads);
 		free(s->lanes[i].buf_index);
+		/* after a ring failure the kernel may still write into them */
+		for (uint32_t k = 0; k < s->lanes[i].nstages && !s->lanes[i].ring_failed; k++)
+			free(s->lanes[i].stages[k]);
+		free(s->lanes[i].stages);
 	}
 	free(s->lanes);
 	/* a child's copies may list the parent's waiters: destroying them would block */

@@ -37,6 +37,7 @@
 #define MAX_LANES	64
 _Static_assert(MAX_LANES <= PM_SFILE_PARTS, "a lazy file table part per lane");
 #define ERRLEN		384
+#define MAX_STAGES	4	/* staging buffers per lane */
 
 enum slot_state {
 	SLOT_FREE,
@@ -94,6 +95,9 @@ struct lane {
 	bool ring_failed;	/* the kernel may hold reads into the slots */
 	bool no_populate;	/* before 5.18, or windows or MADV_POPULATE_READ refused */
 	struct pm_popwins pop;	/* its windows for populates */
+	char **stages;		/* staging buffers of coalesced reads (enum pm_coalesce) */
+	uint32_t nstages;
+	uint32_t free_stages;	/* bit k: stages[k] is free */
 	pthread_t thread;
 	bool started;
 };
@@ -150,6 +154,7 @@ struct pm_stream {
 	uint64_t consumer_wait_ns, reader_wait_ns;
 	uint64_t total_items, total_bytes;
 	uint64_t populated_bytes;	/* atomic: lanes add as populates complete */
+	uint64_t coalesced_reads, coalesced_items;
 	struct pm_hist read_hist, copy_hist;
 };
 

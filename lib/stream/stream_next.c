@@ -410,6 +410,8 @@ int pm_stream_stats(struct pm_stream *s, struct pm_stream_stats *st)
 	}
 	st->readers = s->nlanes;
 	st->populated_bytes = __atomic_load_n(&s->populated_bytes, __ATOMIC_RELAXED);
+	st->coalesced_reads = s->coalesced_reads;
+	st->coalesced_items = s->coalesced_items;
 	st->slots = s->nslots;
 	st->slot_bytes = s->slot_bytes;
 	st->pin = pm_buf_pin_mode(s->buf);

@@ -20,7 +20,9 @@ _Static_assert(sizeof(struct pm_stream_opts) == 152, "pm_stream_opts layout chan
 _Static_assert(offsetof(struct pm_stream_opts, start_batch) == 96, "pm_stream_opts moved an option");
 _Static_assert(offsetof(struct pm_stream_opts, reserved) == 104, "pm_stream_opts grew outside reserved");
 _Static_assert(sizeof(struct pm_stream_stats) == 568, "pm_stream_stats layout changed");
-_Static_assert(offsetof(struct pm_stream_stats, reserved) == 456, "pm_stream_stats grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_stats, reserved) == 472, "pm_stream_stats grew outside reserved");
+_Static_assert(offsetof(struct pm_stream_stats, coalesced_reads) == 456, "pm_stream_stats moved a counter");
+_Static_assert(offsetof(struct pm_stream_opts, coalesce) == 92, "pm_stream_opts moved an option");
 _Static_assert(offsetof(struct pm_stream_stats, populated_bytes) == 448, "pm_stream_stats moved a counter");
 _Static_assert(sizeof(struct pm_open_opts) == 80, "pm_open_opts layout changed");
 _Static_assert(sizeof(struct pm_buf_opts) == 56, "pm_buf_opts layout changed");
@@ -62,11 +64,11 @@ static void test_reserved(void **state)
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
 	assert_non_null(strstr(pm_ctx_last_error(ctx), "reserved options must be zero"));
 	o.reserved[5] = 0;
-	o.reserved32 = 1;
+	o.coalesce = (enum pm_coalesce)(PM_COALESCE_OFF + 1);
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), -EINVAL);
-	assert_non_null(strstr(pm_ctx_last_error(ctx), "reserved options must be zero"));
+	assert_non_null(strstr(pm_ctx_last_error(ctx), "coalesce"));
 
-	o.reserved32 = 0;
+	o.coalesce = PM_COALESCE_AUTO;
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
 	while (!pm_stream_next(s, &b) && b)
 		pm_stream_release(s, b);

@@ -46,6 +46,10 @@ static const char usage_text[] =
 "                        every file is O_DIRECT]\n"
 "  --chunk SIZE          largest single read; large items are split [1M]\n"
 "  --direct auto|on|off  O_DIRECT where possible / always / never [auto]\n"
+"  --coalesce auto|on|off  read close items of one file (tar members) as one\n"
+"                        range and copy them into place: items under\n"
+"                        64 KiB / always / never [auto];\n"
+"                        --compare adds rows (f) and (g) for it\n"
 "  --backend auto|cuda|host|none  copy backend [auto; none for --compare]\n"
 "  --pin auto|module|mlock|none   how slots are pinned [auto]\n"
 "  --device N            CUDA device, one process per GPU [$LOCAL_RANK, else 0;\n"
@@ -229,7 +233,7 @@ enum {
 	OPT_SHARD_PAD, OPT_ORDER, OPT_ON_ERROR, OPT_NO_CRC, OPT_JSON,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_COMPARE, OPT_COLD_ONLY, OPT_TAR,
 	OPT_MAKE_DATASET, OPT_SIZE, OPT_FILES, OPT_ITEM_SIZE, OPT_VERSION,
-	OPT_DEVICE, OPT_ROUNDS,
+	OPT_DEVICE, OPT_ROUNDS, OPT_COALESCE,
 };
 
 static const struct option longopts[] = {
@@ -243,6 +247,7 @@ static const struct option longopts[] = {
 	{ "readers", required_argument, NULL, OPT_READERS },
 	{ "chunk", required_argument, NULL, OPT_CHUNK },
 	{ "direct", required_argument, NULL, OPT_DIRECT },
+	{ "coalesce", required_argument, NULL, OPT_COALESCE },
 	{ "backend", required_argument, NULL, OPT_BACKEND },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "pin", required_argument, NULL, OPT_PIN },
@@ -421,6 +426,11 @@ static int parse_args(int argc, char **argv, struct ps_args *a)
 		case OPT_DIRECT:
 			ret = choice(c, arg, direct, &x);
 			a->so.direct = (enum pm_direct)x;
+			break;
+		case OPT_COALESCE:
+			ret = choice(c, arg, direct, &x);	/* auto, on, off alike */
+			a->so.coalesce = (enum pm_coalesce)x;
+			a->coalesce_set = true;
 			break;
 		case OPT_BACKEND:
 			ret = choice(c, arg, backend, &x);

@@ -22,6 +22,7 @@ struct ps_args {
 	struct pm_stream_opts so;
 	enum pm_backend_kind backend;
 	bool backend_set;
+	bool coalesce_set;	/* --coalesce given */
 	uint32_t device;		/* CUDA device: --device, else $LOCAL_RANK, else 0 */
 	bool json;
 	int progress;			/* -1 auto (a terminal), 0 off, 1 on */

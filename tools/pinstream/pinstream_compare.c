@@ -11,6 +11,11 @@
  *       CPUs) pread whole batches into pageable memory, two batches ahead
  *       each (prefetch_factor=2), and one pin thread copies each batch, in
  *       order, into the pinned buffer.
+ * With --coalesce on, (c) and (d) read item by item (coalescing off) and two
+ * rows read close items of a file (tar members) as one range and copy them
+ * into place (enum pm_coalesce):
+ *   (f) pinmem buffered, coalesced,
+ *   (g) pinmem O_DIRECT, coalesced.
  * Cold rows start with the files dropped from the page cache and from the
  * same memory state: as much anonymous memory as the dataset is touched and
  * freed just before each (settle_memory).  A warm row
@@ -49,7 +54,7 @@
 
 #include "pinstream.h"
 
-enum mode { MODE_A, MODE_B, MODE_C, MODE_D, MODE_E };
+enum mode { MODE_A, MODE_B, MODE_C, MODE_D, MODE_E, MODE_F, MODE_G };
 
 static const char *const mode_names[] = {
 	"(a) pread + memcpy to pinned",
@@ -57,6 +62,8 @@ static const char *const mode_names[] = {
 	"(c) pinmem buffered io_uring",
 	"(d) pinmem O_DIRECT io_uring",
 	"(e) DataLoader N workers + pin",
+	"(f) pinmem buffered coalesced",
+	"(g) pinmem O_DIRECT coalesced",
 };
 
 static bool baseline(enum mode m)
@@ -64,7 +71,7 @@ static bool baseline(enum mode m)
 	return m == MODE_A || m == MODE_B || m == MODE_E;
 }
 
-#define MAX_ROWS	5	/* modes per cache state */
+#define MAX_ROWS	7	/* modes per cache state */
 #define MAX_ROUNDS	PS_MAX_ROUNDS
 
 struct row {
@@ -454,7 +461,7 @@ static int run_dataloader(struct cmp *c, struct row *r)
 	return ret;
 }
 
-static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
+static int run_stream(struct cmp *c, enum pm_direct direct, bool coalesce, struct row *r)
 {
 	struct pm_stream_opts so = c->a->so;
 	struct pm_stream_stats st;
@@ -463,6 +470,9 @@ static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
 	int ret;
 
 	so.direct = direct;
+	/* --coalesce on: (c) and (d) item by item, (f) and (g) coalesced */
+	if (c->a->coalesce_set && c->a->so.coalesce == PM_COALESCE_ON)
+		so.coalesce = coalesce ? PM_COALESCE_ON : PM_COALESCE_OFF;
 	so.no_crc = true;	/* the baselines check nothing either */
 	so.batch_bytes = c->slot;
 	r->setup_cpu_s = cpu_s();
@@ -485,6 +495,11 @@ static int run_stream(struct cmp *c, enum pm_direct direct, struct row *r)
 	else if (!ret)
 		snprintf(r->note, sizeof(r->note), "%u reader%s", st.readers,
 			 st.readers == 1 ? "" : "s");
+	if (!ret && st.coalesced_reads)
+		snprintf(r->note + strlen(r->note), sizeof(r->note) - strlen(r->note),
+			 ", %llu items in %llu range reads",
+			 (unsigned long long)st.coalesced_items,
+			 (unsigned long long)st.coalesced_reads);
 	pm_stream_destroy(s);
 	return ret;
 }
@@ -494,8 +509,10 @@ static int run_mode(struct cmp *c, enum mode mode, struct row *r)
 	switch (mode) {
 	case MODE_A: return run_pread(c, true, r);
 	case MODE_B: return run_pread(c, false, r);
-	case MODE_C: return run_stream(c, PM_DIRECT_OFF, r);
-	case MODE_D: return run_stream(c, PM_DIRECT_ON, r);
+	case MODE_C: return run_stream(c, PM_DIRECT_OFF, false, r);
+	case MODE_D: return run_stream(c, PM_DIRECT_ON, false, r);
+	case MODE_F: return run_stream(c, PM_DIRECT_OFF, true, r);
+	case MODE_G: return run_stream(c, PM_DIRECT_ON, true, r);
 	default: return run_dataloader(c, r);
 	}
 }
@@ -786,8 +803,12 @@ int ps_compare(const struct ps_args *a)
 {
 	struct cmp c = { .a = a, .rounds = a->rounds ? a->rounds : 1 };
 	struct pm_ctx_info ci;
-	/* (d) last: it has no warm row */
-	static const enum mode order[] = { MODE_A, MODE_B, MODE_E, MODE_C, MODE_D };
+	/* the O_DIRECT rows last: they have no warm row */
+	static const enum mode order5[] = { MODE_A, MODE_B, MODE_E, MODE_C, MODE_D };
+	static const enum mode order7[] = { MODE_A, MODE_B, MODE_E, MODE_C, MODE_F, MODE_D, MODE_G };
+	bool co = a->coalesce_set && a->so.coalesce == PM_COALESCE_ON;
+	const enum mode *order = co ? order7 : order5;
+	size_t norder = co ? 7 : 5, ndirect = co ? 2 : 1;
 	struct row rows[2 * MAX_ROWS];
 	int n = 0, ret = PS_EXIT_FAIL;
 	uint32_t np;
@@ -850,11 +871,11 @@ nomem:
 		}
 	}
 	c.reported_kib = free_page_reporting();
-	run_rounds(&c, order, sizeof(order) / sizeof(order[0]), false, rows, &n);
+	run_rounds(&c, order, norder, false, rows, &n);
 	c.reported_kib = free_page_reporting() - c.reported_kib;
 	if (!a->no_warm) {
 		if (fits_in_memory(pm_manifest_bytes(c.m))) {
-			run_rounds(&c, order, sizeof(order) / sizeof(order[0]) - 1, true, rows, &n);
+			run_rounds(&c, order, norder - ndirect, true, rows, &n);
 		} else {
 			fprintf(stderr, "pinstream: warm rows left out: the dataset does not fit in free memory\n");
 		}
@@ -867,8 +888,8 @@ nomem:
 	}
 	ret = 0;
 	for (int i = 0; i < n; i++)
-		if (!rows[i].ok && rows[i].mode != MODE_D)
-			ret = PS_EXIT_FAIL;	/* (d) may be impossible here: said in its note */
+		if (!rows[i].ok && rows[i].mode != MODE_D && rows[i].mode != MODE_G)
+			ret = PS_EXIT_FAIL;	/* (d), (g) may be impossible here: said in their note */
 out:
 	if (c.dev)
 		pm_dev_free(c.ctx, c.dev);

@@ -102,6 +102,10 @@ static void summary(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_arg
 	printf("  %-12s %.2f GB/s (%.3f GB in %.2f s; %.2f GB/s from the first read, setup left out; %.3f GB read incl. alignment)\n",
 	       "throughput", st->gbps, st->bytes / 1e9, st->elapsed_s, st->io_gbps,
 	       st->read_bytes / 1e9);
+	if (st->coalesced_reads)
+		printf("  %-12s %llu items read by %llu range reads (shard-sequential)\n", "coalesced",
+		       (unsigned long long)st->coalesced_items,
+		       (unsigned long long)st->coalesced_reads);
 	printf("  %-12s items loaded in %.2f s, pm_stream_create %.2f s\n", "setup",
 	       su->load_s, su->create_s);
 	printf("  %-12s consumer waited %.2f s (%.0f%%, input-bound), reader waited %.2f s (%.0f%%, consumer-bound)\n",
@@ -137,6 +141,8 @@ static void json(struct pm_stream *s, struct pm_ctx *ctx, const struct ps_args *
 	lat_json("read_latency", &st->read_lat);
 	lat_json("copy_latency", &st->copy_lat);
 	printf(",\"populated_bytes\":%llu", (unsigned long long)st->populated_bytes);
+	printf(",\"coalesced_reads\":%llu,\"coalesced_items\":%llu",
+	       (unsigned long long)st->coalesced_reads, (unsigned long long)st->coalesced_items);
 	printf(",\"load_s\":%.6f,\"create_s\":%.6f,\"ring_note\":", su->load_s, su->create_s);
 	ps_json_str(stdout, st->ring_note);
 	printf(",\"error\":");

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Shard-sequential reads (enum pm_coalesce): WebDataset shards of 3 KB and
+ * 300 KB members (a .bin and a few-byte .cls per sample) stream byte-exact
+ * in order and shuffled, buffered and with O_DIRECT, with coalescing on,
+ * auto and off; coalesced reads are counted (fewer reads than members) when
+ * the policy says so, none when it is off.  A member the file no longer
+ * holds fails its batch naming that member, coalesced as it is.  The shards are written
+ * here (ustar) in a directory next to the binary: /tmp may be a tmpfs
+ * without O_DIRECT.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "pinmem_stream.h"
+#include "pm_test.h"
+#include "tar_test.h"
+
+#define NSHARDS 2
+
+static char dir[PATH_MAX - 512];
+
+struct shard {
+	char path[PATH_MAX];
+	char *data;
+	size_t len;
+};
+
+static struct shard sh[NSHARDS];
+
+/* Append a ustar member name of n bytes (contents: a hash of their file offset) to *buf. */
+static void member(char **buf, size_t *len, const char *name, size_t n)
+{
+	size_t padded = (n + 511) / 512 * 512;
+	unsigned char *h;
+
+	*buf = realloc(*buf, *len + 512 + padded);
+	assert_non_null(*buf);
+	h = (unsigned char *)*buf + *len;
+	memset(h, 0, 512 + padded);
+	header(h, name, n, false);
+	*len += 512;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = (*len + i) * 0x9e3779b97f4a7c15ULL;
+
+		(*buf)[*len + i] = (char)(x >> 56);
+	}
+	*len += padded;
+}
+
+/* NSHARDS shards of samples whose .bin is about size bytes (sizes vary by a few hundred). */
+static void make_shards(size_t size, int samples)
+{
+	for (int k = 0; k < NSHARDS; k++) {
+		struct shard *t = &sh[k];
+		FILE *f;
+
+		free(t->data);
+		t->data = NULL;
+		t->len = 0;
+		for (int i = 0; i < samples; i++) {
+			char name[64];
+
+			snprintf(name, sizeof(name), "%06d.bin", i);
+			member(&t->data, &t->len, name, size - 300 + (size_t)(i * 37 % 600));
+			snprintf(name, sizeof(name), "%06d.cls", i);
+			member(&t->data, &t->len, name, 1 + (size_t)(i % 7));
+		}
+		t->data = realloc(t->data, t->len + 1024);
+		memset(t->data + t->len, 0, 1024);
+		t->len += 1024;
+		snprintf(t->path, sizeof(t->path), "%s/shard-%d.tar", dir, k);
+		f = fopen(t->path, "wb");
+		assert_non_null(f);
+		assert_int_equal(fwrite(t->data, 1, t->len, f), t->len);
+		assert_int_equal(fclose(f), 0);
+	}
+}
+
+static int setup(void **state)
+{
+	return test_dir_make(dir, sizeof(dir), "stream-tar-test");
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	for (int k = 0; k < NSHARDS; k++)
+		free(sh[k].data);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) ? -1 : 0;
+}
+
+static bool fs_direct(void)
+{
+	struct statx stx;
+	int fd = open(sh[0].path, O_RDONLY | O_DIRECT);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	if (statx(AT_FDCWD, sh[0].path, 0, STATX_DIOALIGN, &stx))
+		return false;
+	return !(stx.stx_mask & STATX_DIOALIGN) || stx.stx_dio_offset_align;
+}
+
+static struct pm_manifest *shard_manifest(void)
+{
+	struct pm_manifest *m;
+	char err[256];
+
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (int k = 0; k < NSHARDS; k++)
+		assert_int_equal(pm_manifest_add_tar(m, sh[k].path, err, sizeof(err)), 0);
+	return m;
+}
+
+/* Options for these tests: host slots only. */
+static void tar_opts(struct pm_stream_opts *o, enum pm_direct direct, enum pm_coalesce co,
+		     bool shuffle, uint64_t batch_bytes)
+{
+	pm_stream_opts_init(o);
+	o->direct = direct;
+	o->coalesce = co;
+	o->shuffle = shuffle;
+	o->seed = 7;
+	o->batch_bytes = batch_bytes;
+	o->handoff = PM_HANDOFF_HOST;
+}
+
+static struct pm_stream *open_stream(struct pm_ctx **ctx, const struct pm_manifest *m,
+				     const struct pm_stream_opts *o)
+{
+	struct pm_stream *s;
+
+	fake_reset();
+	*ctx = fake_ctx(0, PM_BACKEND_HOST);
+	assert_int_equal(pm_stream_create(*ctx, m, o, &s), 0);
+	return s;
+}
+
+/*
+ * Stream the shards once with these options: every item's bytes are the
+ * archive's at its offset, every item comes once; the stats returned.
+ */
+static void stream_check(enum pm_direct direct, enum pm_coalesce co, bool shuffle,
+			 uint64_t batch_bytes, struct pm_stream_stats *st)
+{
+	struct pm_manifest *m = shard_manifest();
+	size_t n = pm_manifest_count(m);
+	unsigned char *seen = calloc(n, 1);
+	struct pm_stream_opts o;
+	struct pm_ctx *ctx;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	int ret;
+
+	tar_opts(&o, direct, co, shuffle, batch_bytes);
+	s = open_stream(&ctx, m, &o);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++) {
+			const struct pm_batch_item *it = &b->items[i];
+			const struct shard *t = NULL;
+
+			for (int k = 0; k < NSHARDS; k++)
+				if (!strcmp(pm_manifest_path(m, it->path_id), sh[k].path))
+					t = &sh[k];
+			assert_non_null(t);
+			assert_true(it->file_offset + it->length <= t->len);
+			if (memcmp((char *)b->host + it->slot_offset, t->data + it->file_offset,
+				   it->length))
+				fail_msg("item %llu (offset %llu length %llu) differs, direct %d coalesce %d shuffle %d",
+					 (unsigned long long)it->index,
+					 (unsigned long long)it->file_offset,
+					 (unsigned long long)it->length, direct, co, shuffle);
+			assert_int_equal(seen[it->index], 0);
+			seen[it->index] = 1;
+		}
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	assert_int_equal(ret, 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(seen[i], 1);
+	assert_int_equal(pm_stream_stats(s, st), 0);
+	assert_int_equal(st->items, n);
+	assert_int_equal(st->failed_batches, 0);
+	if (direct == PM_DIRECT_ON)
+		assert_int_equal(st->files_direct, NSHARDS);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+	free(seen);
+}
+
+/* Every mode byte-exact; coalesced reads where the policy has them. */
+static void modes(size_t size, int samples, uint64_t batch_bytes)
+{
+	bool direct;
+	static const enum pm_direct dm[] = { PM_DIRECT_OFF, PM_DIRECT_ON };
+	static const enum pm_coalesce cm[] = { PM_COALESCE_AUTO, PM_COALESCE_ON, PM_COALESCE_OFF };
+	uint64_t members = (uint64_t)NSHARDS * samples * 2;
+
+	make_shards(size, samples);
+	direct = fs_direct();
+	print_message("%zu-byte members, O_DIRECT on %s: %s\n", size, dir, direct ? "yes" : "no");
+	for (size_t d = 0; d < 2; d++) {
+		if (dm[d] == PM_DIRECT_ON && !direct)
+			continue;
+		for (size_t c = 0; c < 3; c++) {
+			for (int shuffle = 0; shuffle < 2; shuffle++) {
+				struct pm_stream_stats st;
+				bool want = cm[c] == PM_COALESCE_ON ||
+					    (cm[c] == PM_COALESCE_AUTO && size < PM_COALESCE_SMALL);
+
+				stream_check(dm[d], cm[c], shuffle, batch_bytes, &st);
+				if (!want) {
+					assert_int_equal(st.coalesced_reads, 0);
+					assert_int_equal(st.coalesced_items, 0);
+					continue;
+				}
+				/* at least each sample's .bin and .cls together */
+				assert_true(st.coalesced_reads > 0);
+				assert_true(st.coalesced_items >= members / 2);
+				assert_true(st.coalesced_items <= members);
+				if (!shuffle && size < PM_COALESCE_SMALL)
+					/* in order, many members per read */
+					assert_true(st.coalesced_reads * 8 < members);
+				else
+					assert_true(st.coalesced_reads < st.coalesced_items);
+			}
+		}
+	}
+}
+
+static void test_small_members(void **state)
+{
+	modes(3 << 10, 400, 1 << 20);
+}
+
+static void test_large_members(void **state)
+{
+	modes(300 << 10, 24, 4 << 20);
+}
+
+/*
+ * A member the file no longer holds fails its batch naming that member:
+ * cut before create (found by the size create saw), and cut while the
+ * stream runs, inside a coalesced range (found by the range read's end of
+ * file, blamed on the member it cut, not the run's first).
+ */
+static void cut_member(bool while_streaming)
+{
+	struct pm_stream_opts o;
+	struct pm_manifest *m;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	struct pm_item it;
+	int ret;
+
+	make_shards(3 << 10, 200);
+	m = shard_manifest();
+	/* the .bin of sample 60, item 120: batch 1 of 50 samples each */
+	assert_int_equal(pm_manifest_item(m, 120, &it), 0);
+	tar_opts(&o, PM_DIRECT_OFF, PM_COALESCE_ON, false, 1 << 20);
+	o.batch_items = 50;
+	o.slots = 1;	/* batch 1 is read only after batch 0 is released */
+	if (!while_streaming)
+		assert_int_equal(truncate(sh[0].path, (off_t)(it.offset + 100)), 0);
+	s = open_stream(&ctx, m, &o);
+	if (while_streaming) {
+		assert_int_equal(pm_stream_next(s, &b), 0);
+		assert_non_null(b);
+		assert_int_equal(b->seq, 0);
+		assert_int_equal(truncate(sh[0].path, (off_t)(it.offset + 100)), 0);
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	while (!(ret = pm_stream_next(s, &b)) && b)
+		pm_stream_release(s, b);
+	assert_int_equal(ret, -ENODATA);
+	if (!strstr(pm_stream_error(s), "item 120 ("))
+		fail_msg("%s", pm_stream_error(s));
+	if (while_streaming) {
+		struct pm_stream_stats st;
+
+		assert_int_equal(pm_stream_stats(s, &st), 0);
+		assert_true(st.coalesced_reads > 0);
+	}
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+static void test_cut_member(void **state)
+{
+	cut_member(false);
+	cut_member(true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_small_members),
+		cmocka_unit_test(test_large_members),
+		cmocka_unit_test(test_cut_member),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
