@@ -154,11 +154,13 @@ class Spare:
         return ((self.slots, self.slot_bytes) == (slots, slot_bytes)
                 and len(self.held) < slots)
 
-    def close(self):
+    def close(self, _os_close=os.close):
+        # os.close bound at definition: a spare still held by a loader at interpreter exit
+        # is closed after the os module's globals are cleared.
         fd, self.fd = self.fd, -1
         self.mm = None
         if fd >= 0:
-            os.close(fd)
+            _os_close(fd)
 
     def __del__(self):
         self.close()

@@ -23,8 +23,10 @@ collect_ignore = ["torch_suite"]
 # Python 3.14 starts workers with forkserver by default: each is a fresh process that
 # imports torch (seconds each on a 2-core machine), for torch's loader and pinmem's alike,
 # and the suite starts hundreds.  The forkserver imports them once and forks workers
-# from there, as a training script may (multiprocessing.set_forkserver_preload);
-# workers that import everything themselves run in the spawn tests.
+# from there, as a training script may (multiprocessing.set_forkserver_preload).
+# Workers that import everything themselves, as 3.14's default gives a script that
+# does not preload, run in the spawn tests and in the child scripts' tests (EXIT_CHILD,
+# CTRL_C_CHILD, UNPRIVILEGED: processes of their own, without this preload).
 multiprocessing.set_forkserver_preload(["torch", "pinmem.torch"])
 
 MODULE = os.environ.get("PINMEM_TEST_MODULE") == "1"

@@ -237,7 +237,23 @@ def test_no_hang_at_exit_with_a_live_iterator(persistent, started):
         assert out.returncode == 0 and "READY" in out.stdout, (which, out.stderr)
         if which == "pinmem":
             assert "Error" not in out.stderr and "Exception" not in out.stderr, out.stderr
-    assert took["pinmem"] < max(20, 3 * took["torch"]), took
+    assert took["pinmem"] < min(60, max(20, 3 * took["torch"])), took
+
+
+def test_a_spare_ring_closes_after_the_os_module_is_cleared(monkeypatch):
+    """A loader alive at interpreter exit drops its spare ring (an epoch's memory kept for
+    the next) after modules' globals are cleared: its fd is closed without 'Exception
+    ignored ... NoneType has no attribute close' on stderr (seen at the exit of a script
+    whose loader was still referenced)."""
+    from pinmem import _ring
+    fd = os.memfd_create("spare")
+    spare = _ring.Spare(fd, None, 2, 4096, {})
+    monkeypatch.setattr(_ring, "os", None)      # what interpreter shutdown leaves
+    spare.close()
+    monkeypatch.undo()
+    with pytest.raises(OSError):
+        os.fstat(fd)                             # closed
+    spare.close()                                # and once only
 
 
 def test_second_iterator_has_its_own_ring_and_workers():
