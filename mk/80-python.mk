@@ -54,7 +54,7 @@ PY_CUDA_STUB := $(if $(filter 1,$(CUDA)),$(CUDA_STUB))
 python-check:
 	@mkdir -p $(O)/platform
 	@$(PLATFORM_ENV) tests/platform/run.sh host >$(O)/platform/host.out 2>&1 || \
-		{ tail -n 60 $(O)/platform/host.out; echo "python-check: failed (log $(O)/platform/host/pytest.log)"; exit 1; }
+		{ tail -n 60 $(O)/platform/host.out; echo "python-check: failed (logs in $(O)/platform/host/)"; exit 1; }
 	@grep '^torch-suite: \|^platform: ' $(O)/platform/host.out
 
 BENCH_PYTHON_ARGS ?=

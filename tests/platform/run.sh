@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Runs one platform of the Python matrix (make platform-check, make
-# clients-check; mk/82-platform.mk):
+# Runs one platform of the Python matrix (make python-check: host, make
+# platform-check, make clients-check; mk/82-platform.mk):
 #
 #   run.sh [--clients] host|trixie|sid
 #

@@ -59,19 +59,21 @@ must=
 line=$("$work/venv/bin/python" "$work/src/tests/platform/summary.py" --what "$what" \
 	--distro "$distro" --pytest-rc "$rc" --log "${PINMEM_PLATFORM_LOG:-$work/pytest.log}" \
 	${must:+--must-run "$must"} "$work/junit.xml") || rc=1
-[ "$clients" = 1 ] && { echo "$line"; exit "$rc"; }
+echo "$line"
+[ "$clients" = 1 ] && exit "$rc"
 
 # torch's own DataLoader suite of this platform's torch release, with its loader and
 # pinmem's (tests/python/torch_suite), where that release's test file is vendored.
 suite=$work/src/tests/python/torch_suite
-tv=$("$work/venv/bin/python" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
+tv=$("$work/venv/bin/python" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))') ||
+	tv=unknown
 if [ -f "$suite/$tv/test_dataloader.py" ]; then
-	(cd src && ../venv/bin/python tests/python/torch_suite/run.py --out "$work/torch-suite") \
-		>torch-suite.log 2>&1 || { rc=1; tail -n 30 torch-suite.log >&2; }
+	# the options given for tests/python are not torch's suite's
+	(cd src && env -u PYTEST_ADDOPTS ../venv/bin/python tests/python/torch_suite/run.py \
+		--out "$work/torch-suite") >torch-suite.log 2>&1 || { rc=1; tail -n 30 torch-suite.log >&2; }
 	grep '^torch-suite: ' torch-suite.log | tail -n 1
 else
 	echo "torch-suite: $distro torch $tv: not run, its test_dataloader.py is not vendored" \
 		"(tests/python/torch_suite/README.md)"
 fi
-echo "$line"
 exit "$rc"

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -134,6 +135,18 @@ def main():
 
     t0 = time.monotonic()
     runs = {ld: start(ld, suite, listed, out, extra) for ld in loaders}
+
+    def stop(signum, _frame):
+        # Each run is a session of its own (its workers with it): a timeout or ^C that
+        # stops this process takes them along.
+        for proc, _, _ in runs.values():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        sys.exit("torch-suite: stopped by signal %d" % signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     rc = {}
     for ld, (proc, _, _) in runs.items():
         try:
