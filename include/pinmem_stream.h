@@ -183,24 +183,27 @@ enum pm_direct {
  * run takes the next item while the gap before it is at most
  * PM_COALESCE_GAP and the run's gap bytes stay at most its item bytes; a
  * run of one item is read as before.  AUTO coalesces runs whose items
- * average under PM_COALESCE_SMALL: larger items read fast alone, and staged
- * they would cost a second copy and have fewer reads in flight.  Buffered
- * runs are asked of the page cache as one range (WILLNEED or a populate).
- * Each reader thread has up to 4 staging buffers of PM_COALESCE_BYTES (16
- * MiB at most over 4 threads), allocated at create unless coalescing is
- * off; they are not pinned.  A failed range read fails the batch, naming
+ * average under PM_COALESCE_SMALL, not counting items under PM_COALESCE_TINY
+ * when the run has larger ones (a label beside an image): larger items read
+ * fast alone, and staged they would cost a second copy and have fewer reads
+ * in flight.  Buffered runs are asked of the page cache as one range
+ * (WILLNEED or a populate) by the same rule, gaps included and no other.
+ * Each reader thread (readers) has up to 4 staging buffers of
+ * PM_COALESCE_BYTES, 4 MiB a thread, allocated at create unless coalescing
+ * is off; they are not pinned.  A failed range read fails the batch, naming
  * the first of its items the error reaches (the item end of file cut, else
  * the run's first).  Files opened as they are read (more than 4096) are
  * read item by item.
  */
 enum pm_coalesce {
-	PM_COALESCE_AUTO = 0,	/* runs whose items average under PM_COALESCE_SMALL */
+	PM_COALESCE_AUTO = 0,	/* runs whose items average under PM_COALESCE_SMALL (see above) */
 	PM_COALESCE_ON,		/* every run, whatever its items' sizes */
 	PM_COALESCE_OFF,	/* one read per item (and per chunk_bytes), as before */
 };
 #define PM_COALESCE_BYTES	(1U << 20)
 #define PM_COALESCE_GAP		(64U << 10)
 #define PM_COALESCE_SMALL	(64U << 10)
+#define PM_COALESCE_TINY	(4U << 10)
 
 /* What a failed batch does to the stream. */
 enum pm_on_error {

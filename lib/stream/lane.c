@@ -463,26 +463,32 @@ static bool populate_run(struct pm_stream *s, struct lane *l, struct slot *sl,
  * cannot be done, get WILLNEED: the kernel reads at most max(read_ahead_kb,
  * the device's largest I/O) of each run now, the lanes' reads the rest.
  */
+static uint32_t coalesce_span(const struct pm_stream *s, const struct lane *l,
+			      const struct slot *sl, uint32_t i, uint64_t a,
+			      uint64_t *start, uint64_t *end);
+
 static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl)
 {
-	uint64_t start = 0, end = 0, prev = 0;
+	uint64_t start = 0, end = 0, rs, re;
 	uint32_t path = UINT32_MAX;
 
-	for (uint32_t i = 0; i <= sl->b.nitems; i++) {
+	for (uint32_t i = 0; i <= sl->b.nitems;) {
 		const struct pm_batch_item *it = i < sl->b.nitems ? &sl->items[i] : NULL;
 
-		if (it && (s->fs.f[it->path_id].align || s->fs.lazy))
+		if (it && (s->fs.f[it->path_id].align || s->fs.lazy)) {
+			i++;
 			continue;
-		/* coalesced reads read the gaps (tar headers) too: one run over them */
-		if (it && it->path_id == path &&
-		    (it->file_offset == end ||
-		     (l->nstages && it->file_offset > end &&
-		      it->file_offset - end <= PM_COALESCE_GAP &&
-		      (s->o.coalesce == PM_COALESCE_ON ||
-		       (it->length < PM_COALESCE_SMALL && prev < PM_COALESCE_SMALL))))) {
-			end = it->file_offset + it->length;
-			prev = it->length;
-			continue;
+		}
+		/*
+		 * What one coalesced read covers, gaps (tar headers) included: the same
+		 * rule as the reads, so the page cache is asked for no gap they skip.
+		 */
+		if (it) {
+			i += coalesce_span(s, l, sl, i, 1, &rs, &re);
+			if (it->path_id == path && rs == end) {
+				end = re;
+				continue;
+			}
 		}
 		if (path != UINT32_MAX && !populate_run(s, l, sl, path, start, end) &&
 		    !cached(s->fs.f[path].fd, start, end))
@@ -491,9 +497,8 @@ static void readahead_batch(struct pm_stream *s, struct lane *l, struct slot *sl
 		if (!it)
 			break;
 		path = it->path_id;
-		start = it->file_offset;
-		end = start + it->length;
-		prev = it->length;
+		start = rs;
+		end = re;
 	}
 }
 
@@ -605,9 +610,62 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 /* --- shard-sequential reads (enum pm_coalesce) --- */
 
 /*
- * The items of lane l's batch from sl->next_item on that one read covers
- * (see enum pm_coalesce): their count, 1 when the item is read alone, and
- * the range [*off, *off + *len), of which *need bytes must arrive.  The
+ * The items of lane l's batch from item i on that one coalesced read covers
+ * (see enum pm_coalesce): their count, 1 when item i is read alone, and
+ * [*start, *end), their bytes with the gaps between them, *start rounded
+ * down to a (the file's O_DIRECT alignment, else 1).
+ */
+static uint32_t coalesce_span(const struct pm_stream *s, const struct lane *l,
+			      const struct slot *sl, uint32_t i, uint64_t a,
+			      uint64_t *start, uint64_t *end)
+{
+	const struct pm_batch_item *it = &sl->items[i];
+	uint64_t gaps = 0, data = it->length, e = it->file_offset + it->length;
+	uint64_t big = 0, nbig = 0;
+	uint32_t n = 1;
+
+	*start = it->file_offset / a * a;
+	*end = e;
+	if (!l->nstages)
+		return 1;
+	if (it->length >= PM_COALESCE_TINY) {
+		big += it->length;
+		nbig++;
+	}
+	while (i + n < sl->b.nitems) {
+		const struct pm_batch_item *nx = &sl->items[i + n];
+		uint64_t nend = nx->file_offset + nx->length;
+
+		if (nx->path_id != it->path_id || nx->file_offset < e ||
+		    nx->file_offset - e > PM_COALESCE_GAP ||
+		    gaps + (nx->file_offset - e) > data + nx->length ||
+		    (nend + a - 1) / a * a - *start > PM_COALESCE_BYTES)
+			break;
+		gaps += nx->file_offset - e;
+		data += nx->length;
+		if (nx->length >= PM_COALESCE_TINY) {
+			big += nx->length;
+			nbig++;
+		}
+		e = nend;
+		n++;
+	}
+	/*
+	 * Large items read fast alone; staged, they cost a second copy and fewer
+	 * reads in flight.  A sample's tiny members (a label) do not make its
+	 * large ones (an image) look small.
+	 */
+	if (n == 1 || (s->o.coalesce == PM_COALESCE_AUTO &&
+		       (nbig ? big / nbig : data / n) >= PM_COALESCE_SMALL))
+		return 1;
+	*end = e;
+	return n;
+}
+
+/*
+ * The items of lane l's batch from sl->next_item on that one read covers:
+ * their count (1: the item is read alone, in chunks, as without coalescing)
+ * and the range [*off, *off + *len), of which *need bytes must arrive.  The
  * staging buffers are aligned to 4096: files with a larger or odd O_DIRECT
  * alignment are read item by item.
  */
@@ -615,33 +673,14 @@ static uint32_t coalesce_run(const struct pm_stream *s, const struct lane *l,
 			     const struct slot *sl, uint64_t *off, uint64_t *len,
 			     uint64_t *need)
 {
-	const uint32_t i = sl->next_item;
-	const struct pm_batch_item *it = &sl->items[i];
-	const struct pm_sfile *f = &s->fs.f[it->path_id];
-	uint64_t a = f->align ? f->align : 1, start, end, gaps = 0, data;
-	uint32_t n = 1;
+	const struct pm_sfile *f = &s->fs.f[sl->items[sl->next_item].path_id];
+	uint64_t a = f->align ? f->align : 1, start, end;
+	uint32_t n;
 
 	if (!l->nstages || sl->next_rel || (f->align && 4096 % f->align))
 		return 1;
-	start = it->file_offset / a * a;
-	end = it->file_offset + it->length;
-	data = it->length;
-	while (i + n < sl->b.nitems) {
-		const struct pm_batch_item *nx = &sl->items[i + n];
-		uint64_t nend = nx->file_offset + nx->length;
-
-		if (nx->path_id != it->path_id || nx->file_offset < end ||
-		    nx->file_offset - end > PM_COALESCE_GAP ||
-		    gaps + (nx->file_offset - end) > data + nx->length ||
-		    (nend + a - 1) / a * a - start > PM_COALESCE_BYTES)
-			break;
-		gaps += nx->file_offset - end;
-		data += nx->length;
-		end = nend;
-		n++;
-	}
-	/* large items read fast alone; staged, they cost a second copy and fewer reads in flight */
-	if (n == 1 || (s->o.coalesce == PM_COALESCE_AUTO && data / n >= PM_COALESCE_SMALL))
+	n = coalesce_span(s, l, sl, sl->next_item, a, &start, &end);
+	if (n == 1)
 		return 1;
 	*off = start;
 	*need = end - start;

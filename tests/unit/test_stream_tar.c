@@ -254,6 +254,67 @@ static void test_large_members(void **state)
 	modes(300 << 10, 24, 4 << 20);
 }
 
+/* An image-sized member beside a tiny label: AUTO reads them alone (the label is not averaged in). */
+static void test_label_beside_image(void **state)
+{
+	modes(110 << 10, 24, 4 << 20);
+}
+
+/*
+ * Items that are a sparse subset of a file (4 KiB every 64 KiB: one rank's
+ * share, a chosen subset): the page cache is asked for the items, not for
+ * the gaps a coalesced read would skip.
+ */
+static void test_sparse_items_are_not_read_ahead_with_their_gaps(void **state)
+{
+	const uint64_t step = 64 << 10, item = 4 << 10, n = 256;
+	char path[PATH_MAX], err[256];
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_manifest *m;
+	struct pm_ctx *ctx;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	char *data = malloc(step * n);
+	FILE *f;
+	int ret;
+
+	assert_non_null(data);
+	for (uint64_t i = 0; i < step * n; i++)
+		data[i] = (char)(i * 131 >> 3);
+	snprintf(path, sizeof(path), "%s/sparse.bin", dir);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, step * n, f), step * n);
+	assert_int_equal(fflush(f), 0);
+	/* cold: written back and dropped from the page cache, so its runs are populated */
+	assert_int_equal(fsync(fileno(f)), 0);
+	assert_int_equal(posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(pm_manifest_create(&m), 0);
+	for (uint64_t i = 0; i < n; i++)
+		assert_int_equal(pm_manifest_add(m, path, i * step, item, false, 0, err,
+						 sizeof(err)), 0);
+	tar_opts(&o, PM_DIRECT_OFF, PM_COALESCE_AUTO, false, 1 << 20);
+	s = open_stream(&ctx, m, &o);
+	while (!(ret = pm_stream_next(s, &b)) && b) {
+		for (uint32_t i = 0; i < b->nitems; i++)
+			assert_memory_equal((char *)b->host + b->items[i].slot_offset,
+					    data + b->items[i].file_offset, item);
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.items, n);
+	assert_int_equal(st.coalesced_reads, 0);	/* the gaps are more than the items */
+	/* runs of one item are too short to populate; the whole file would be 16 MiB */
+	assert_true(st.populated_bytes < step * n / 4);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+	free(data);
+}
+
 /*
  * A member the file no longer holds fails its batch naming that member:
  * cut before create (found by the size create saw), and cut while the
@@ -314,6 +375,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_small_members),
 		cmocka_unit_test(test_large_members),
+		cmocka_unit_test(test_label_beside_image),
+		cmocka_unit_test(test_sparse_items_are_not_read_ahead_with_their_gaps),
 		cmocka_unit_test(test_cut_member),
 	};
 
