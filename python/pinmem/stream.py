@@ -89,7 +89,14 @@ class Stream:
     the process may use, at most 4), chunk_bytes, direct ("auto"/"on"/"off"), on_error ("stop"/"skip"),
     order ("in_order"/"as_completed"), shard_pad ("exact"/"pad"/"drop"),
     no_crc, pin ("auto"/"module"/"mlock"/"none"), handoff
-    ("copied"/"queued"/"host").
+    ("copied"/"queued"/"host"), coalesce ("auto"/"on"/"off": shard-sequential
+    reads, consecutive items of a batch from one file with small gaps, such
+    as tar members and their headers, read as one range into a staging
+    buffer and copied to their places; "auto" does it for runs of small
+    items, "on" for every run, "off" reads item by item; stats() counts them
+    in "coalesced_reads" and "coalesced_items").  coalesce does not change
+    which items a batch holds: a state saved with one value resumes with
+    another.
     """
 
     def __init__(self, source=None, *, tar=None, batch_bytes=0, batch_items=0,

@@ -23,7 +23,18 @@ int pmpy_choice(PyObject *obj, const char *const *names, const char *what)
 	for (i = 0; names[i]; i++)
 		if (!strcmp(s, names[i]))
 			return i;
-	PyErr_Format(PyExc_ValueError, "pinmem: unknown %s %R", what, obj);
+	/* the choices named: "unknown coalesce 'of' (auto, on, off)" */
+	{
+		char list[160];
+		size_t n = 0;
+
+		list[0] = 0;
+		for (i = 0; names[i] && n < sizeof(list); i++)
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "",
+					      names[i]);
+		PyErr_Format(PyExc_ValueError, "pinmem: unknown %s %R (one of: %s)", what, obj,
+			     list);
+	}
 	return -1;
 }
 

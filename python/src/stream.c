@@ -17,6 +17,7 @@ static const char *const order_names[] = { "in_order", "as_completed", NULL };
 static const char *const pad_names[] = { "exact", "pad", "drop", NULL };
 static const char *const pin_names[] = { "auto", "module", "mlock", "none", NULL };
 static const char *const handoff_names[] = { "copied", "queued", "host", NULL };
+static const char *const coalesce_names[] = { "auto", "on", "off", NULL };
 
 static void stream_destroy(PmStream *self)
 {
@@ -101,24 +102,25 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 				  "batch_items", "qd", "chunk_bytes", "epochs", "direct",
 				  "on_error", "order", "shuffle", "no_crc", "seed", "rank",
 				  "world_size", "shard_pad", "pin", "cuda_device",
-				  "views_on_device", "handoff", "readers", "start_batch", NULL };
+				  "views_on_device", "handoff", "readers", "start_batch",
+				  "coalesce", NULL };
 	PyObject *direct = NULL, *on_error = NULL, *order = NULL, *pad = NULL, *pin = NULL,
-		 *handoff = NULL;
+		 *handoff = NULL, *coalesce = NULL;
 	PmContext *ctx;
 	PmManifest *m;
 	struct pm_stream_opts o;
 	int shuffle = 0, no_crc = 0, d = 0, e = 0, ord = 0, p = 0, pm = 0, dev = -1, on_dev = 0,
-	    h = 0, r;
+	    h = 0, co = 0, r;
 	unsigned long long batch_bytes = 0, seed = 0, start_batch = 0;
 
 	pm_stream_opts_init(&o);
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipUIK", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|$IIKIIIIUUUppKIIUUipUIKU", kwlist,
 					 &PmContext_Type, &ctx, &PmManifest_Type, &m,
 					 &o.slots, &o.prefetch, &batch_bytes, &o.batch_items,
 					 &o.qd, &o.chunk_bytes, &o.epochs, &direct, &on_error,
 					 &order, &shuffle, &no_crc, &seed, &o.rank,
 					 &o.world_size, &pad, &pin, &dev, &on_dev, &handoff,
-					 &o.readers, &start_batch))
+					 &o.readers, &start_batch, &coalesce))
 		return -1;
 	if (self->s) {
 		PyErr_SetString(PyExc_RuntimeError, "pinmem: Stream is already open");
@@ -129,7 +131,8 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	    choice(order, order_names, "order", &ord) ||
 	    choice(pad, pad_names, "shard_pad", &p) ||
 	    choice(pin, pin_names, "pin mode", &pm) ||
-	    choice(handoff, handoff_names, "handoff", &h))
+	    choice(handoff, handoff_names, "handoff", &h) ||
+	    choice(coalesce, coalesce_names, "coalesce", &co))
 		return -1;
 	if (!ctx->ctx || ctx->closing) {
 		PyErr_SetString(PyExc_ValueError, "pinmem: the context is closed");
@@ -152,6 +155,7 @@ static int stream_init(PmStream *self, PyObject *args, PyObject *kw)
 	o.shard_pad = (enum pm_shard_pad)p;
 	o.pin = (enum pm_pin_mode)pm;
 	o.handoff = (enum pm_handoff)h;
+	o.coalesce = (enum pm_coalesce)co;
 	/* Counted before the GIL goes: close() and manifest changes from other threads wait. */
 	pmpy_ctx_use(ctx);
 	m->streams++;
@@ -273,7 +277,7 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 	if (r < 0)
 		return pmpy_raise(self->ctx->ctx, r, "pm_stream_stats");
 	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:N,s:N,"
-			     "s:I,s:I,s:s,s:s,s:I,s:I,s:K,s:s,s:K,s:K,s:K}",
+			     "s:I,s:I,s:s,s:s,s:I,s:I,s:K,s:s,s:K,s:K,s:K,s:K,s:K}",
 			     "bytes", (unsigned long long)st.bytes,
 			     "read_bytes", (unsigned long long)st.read_bytes,
 			     "batches", (unsigned long long)st.batches,
@@ -290,7 +294,9 @@ static PyObject *stream_stats(PmStream *self, PyObject *unused)
 			     "pin", pm_pin_mode_name(st.pin),
 			     "total_items", (unsigned long long)st.total_items,
 			     "total_bytes", (unsigned long long)st.total_bytes,
-			     "populated_bytes", (unsigned long long)st.populated_bytes);
+			     "populated_bytes", (unsigned long long)st.populated_bytes,
+			     "coalesced_reads", (unsigned long long)st.coalesced_reads,
+			     "coalesced_items", (unsigned long long)st.coalesced_items);
 }
 
 static PyObject *stream_resume_batch(PmStream *self, PyObject *unused)
