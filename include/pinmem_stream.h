@@ -352,7 +352,7 @@ struct pm_latency {
 
 struct pm_stream_stats {
 	uint64_t bytes;		/* item bytes delivered */
-	uint64_t read_bytes;	/* bytes read from files, alignment padding included */
+	uint64_t read_bytes;	/* bytes the reads of delivered batches transferred from files: O_DIRECT alignment padding and the gaps a coalesced read spans (tar headers) included */
 	uint64_t batches;	/* batches delivered */
 	uint64_t items;		/* items delivered */
 	uint64_t failed_batches;	/* batches that failed (skipped or stopping) */

@@ -185,7 +185,7 @@ static void batch_finish(struct pm_stream *s, struct slot *sl, bool locked)
 		pthread_mutex_lock(&s->lock);
 	if (!sl->err) {
 		pm_hist_add(&s->read_hist, t - sl->t_read0);
-		s->read_bytes += sl->b.span;
+		s->read_bytes += sl->read_bytes;
 	}
 	sl->state = sl->err ? SLOT_FAILED : s->copies ? SLOT_COPYING : SLOT_READY;
 	sl->lane->reading--;
@@ -344,6 +344,9 @@ static void read_done(void *arg, struct pm_read *rd, int res)
 		return;		/* queued again, buffered */
 	if (rd->stage >= 0)
 		staged_done(l, rd, res);
+	/* what the read transferred: O_DIRECT padding and a range's gaps too, end of file not */
+	if (!res)
+		sl->read_bytes += rd->done;
 	if (res) {
 		const struct pm_batch_item *it = &sl->items[rd->owner_item];
 
@@ -537,6 +540,7 @@ static bool batch_start(struct pm_stream *s, struct lane *l)
 	sl->pending = 0;
 	sl->next_item = 0;
 	sl->next_rel = 0;
+	sl->read_bytes = 0;
 	sl->issued = false;
 	sl->populating = 0;
 	sl->t_read0 = now_ns();

@@ -69,6 +69,7 @@ struct slot {
 	uint32_t pending;	/* reads in flight */
 	uint32_t next_item;	/* issue cursor */
 	uint64_t next_rel;
+	uint64_t read_bytes;	/* bytes its completed reads transferred (stats.read_bytes) */
 	bool issued;		/* every read queued (or the batch failed) */
 	uint32_t populating;	/* populates in flight: its reads wait for them (populate.h) */
 	int err;

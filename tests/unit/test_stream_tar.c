@@ -4,7 +4,8 @@
  * 300 KB members (a .bin and a few-byte .cls per sample) stream byte-exact
  * in order and shuffled, buffered and with O_DIRECT, with coalescing on,
  * auto and off; coalesced reads are counted (fewer reads than members) when
- * the policy says so, none when it is off.  A member the file no longer
+ * the policy says so, none when it is off; read_bytes is what the reads
+ * transferred (a range's headers included).  A member the file no longer
  * holds fails its batch naming that member, coalesced as it is.  The shards are written
  * here (ustar) in a directory next to the binary: /tmp may be a tmpfs
  * without O_DIRECT.
@@ -153,10 +154,12 @@ static struct pm_stream *open_stream(struct pm_ctx **ctx, const struct pm_manife
 
 /*
  * Stream the shards once with these options: every item's bytes are the
- * archive's at its offset, every item comes once; the stats returned.
+ * archive's at its offset, every item comes once; the stats returned, and
+ * in *alone the bytes reading each item by itself transfers (O_DIRECT:
+ * its aligned blocks, up to the end of the file).
  */
 static void stream_check(enum pm_direct direct, enum pm_coalesce co, bool shuffle,
-			 uint64_t batch_bytes, struct pm_stream_stats *st)
+			 uint64_t batch_bytes, struct pm_stream_stats *st, uint64_t *alone)
 {
 	struct pm_manifest *m = shard_manifest();
 	size_t n = pm_manifest_count(m);
@@ -169,16 +172,23 @@ static void stream_check(enum pm_direct direct, enum pm_coalesce co, bool shuffl
 
 	tar_opts(&o, direct, co, shuffle, batch_bytes);
 	s = open_stream(&ctx, m, &o);
+	*alone = 0;
 	while (!(ret = pm_stream_next(s, &b)) && b) {
 		for (uint32_t i = 0; i < b->nitems; i++) {
 			const struct pm_batch_item *it = &b->items[i];
 			const struct shard *t = NULL;
+			struct pm_stream_file f;
+			uint64_t a, end;
 
 			for (int k = 0; k < NSHARDS; k++)
 				if (!strcmp(pm_manifest_path(m, it->path_id), sh[k].path))
 					t = &sh[k];
 			assert_non_null(t);
 			assert_true(it->file_offset + it->length <= t->len);
+			assert_int_equal(pm_stream_file(s, it->path_id, &f), 0);
+			a = f.align ? f.align : 1;
+			end = (it->file_offset + it->length + a - 1) / a * a;
+			*alone += (end < t->len ? end : t->len) - it->file_offset / a * a;
 			if (memcmp((char *)b->host + it->slot_offset, t->data + it->file_offset,
 				   it->length))
 				fail_msg("item %llu (offset %llu length %llu) differs, direct %d coalesce %d shuffle %d",
@@ -221,10 +231,21 @@ static void modes(size_t size, int samples, uint64_t batch_bytes)
 		for (size_t c = 0; c < 3; c++) {
 			for (int shuffle = 0; shuffle < 2; shuffle++) {
 				struct pm_stream_stats st;
+				uint64_t alone;
 				bool want = cm[c] == PM_COALESCE_ON ||
 					    (cm[c] == PM_COALESCE_AUTO && size < PM_COALESCE_SMALL);
 
-				stream_check(dm[d], cm[c], shuffle, batch_bytes, &st);
+				stream_check(dm[d], cm[c], shuffle, batch_bytes, &st, &alone);
+				/*
+				 * read_bytes is what the reads transferred: each item's
+				 * own blocks, read alone; a range's gaps too, each item
+				 * after a range's first at least its 512-byte header.
+				 */
+				if (cm[c] == PM_COALESCE_OFF)
+					assert_int_equal(st.read_bytes, alone);
+				else
+					assert_true(st.read_bytes >= st.bytes + 512 *
+						    (st.coalesced_items - st.coalesced_reads));
 				if (!want) {
 					assert_int_equal(st.coalesced_reads, 0);
 					assert_int_equal(st.coalesced_items, 0);
