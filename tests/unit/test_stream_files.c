@@ -25,11 +25,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <dlfcn.h>
-
 #include "pm_test.h"
 #include "pinmem_stream.h"
 #include "reader.h"
+#include "uring_rewrite.h"
 
 #define NF 300
 
@@ -56,36 +55,24 @@ static bool direct_works(const char *path)
 }
 
 /*
- * Stand-in for liburing's submit: when einval_reads is set, that many
- * O_DIRECT reads that succeeded are reported as -EINVAL instead, what a
- * file system that takes O_DIRECT opens but not the alignment answers at
- * read time.  A lane reaps right after its submit returns (with
- * DEFER_TASKRUN every completion is posted in it).
+ * Stand-in for liburing's submit (uring_rewrite.h): when einval_reads is
+ * set, that many O_DIRECT reads that succeeded are reported as -EINVAL
+ * instead, what a file system that takes O_DIRECT opens but not the
+ * alignment answers at read time.
  */
 static int einval_reads;
 
-int io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+static bool rewrite_active(void)
 {
-	int (*real)(struct io_uring *, unsigned) =
-		(int (*)(struct io_uring *, unsigned))dlsym(RTLD_NEXT, "io_uring_submit_and_wait");
-	struct io_uring_cqe *cqe;
-	unsigned int head;
-	int ret = real(ring, wait_nr);
+	return __atomic_load_n(&einval_reads, __ATOMIC_SEQ_CST) > 0;
+}
 
-	if (__atomic_load_n(&einval_reads, __ATOMIC_SEQ_CST) <= 0)
-		return ret;
-	io_uring_for_each_cqe(ring, head, cqe) {
-		uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
-		const struct pm_read *rd = (const struct pm_read *)ud;
-
-		/* an open's or statx's completion is tagged with bit 0 */
-		if (!rd || (ud & 1) || rd->populate || !rd->align || cqe->res <= 0)
-			continue;
-		if (__atomic_fetch_sub(&einval_reads, 1, __ATOMIC_SEQ_CST) <= 0)
-			break;
+static void rewrite_cqe(struct io_uring_cqe *cqe, struct pm_read *rd)
+{
+	if (!rd->align || cqe->res <= 0)
+		return;
+	if (__atomic_fetch_sub(&einval_reads, 1, __ATOMIC_SEQ_CST) > 0)
 		cqe->res = -EINVAL;
-	}
-	return ret;
 }
 
 static int setup(void **state)

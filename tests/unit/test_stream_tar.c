@@ -6,7 +6,10 @@
  * auto and off; coalesced reads are counted (fewer reads than members) when
  * the policy says so, none when it is off; read_bytes is what the reads
  * transferred (a range's headers included).  A member the file no longer
- * holds fails its batch naming that member, coalesced as it is.  The shards are written
+ * holds fails its batch naming that member, coalesced as it is.  Range reads
+ * whose completions this program rewrites: a short one is read on (byte-
+ * exact), an -EIO one fails its batch naming one of its items (skip: the
+ * stream goes on, the batch counted).  The shards are written
  * here (ustar) in a directory next to the binary: /tmp may be a tmpfs
  * without O_DIRECT.
  */
@@ -27,6 +30,7 @@
 #include "pinmem_stream.h"
 #include "pm_test.h"
 #include "tar_test.h"
+#include "uring_rewrite.h"
 
 #define NSHARDS 2
 
@@ -39,6 +43,50 @@ struct shard {
 };
 
 static struct shard sh[NSHARDS];
+
+/*
+ * Stand-in for liburing's submit (uring_rewrite.h), rewriting the
+ * completions of coalesced (range) reads.  short_reads: each range read's first completion
+ * reports half its bytes (aligned down to the read's O_DIRECT alignment),
+ * and the bytes past that are scribbled over in the staging buffer, so
+ * they are right only when read again; shorted counts them.  eio_at: the
+ * eio_at-th range read (from 1) fails with -EIO, its offset and length are
+ * kept in eio_off and eio_len, eio_injected set.
+ */
+static int short_reads, shorted, eio_at, eio_injected;
+static uint64_t eio_off;
+static uint32_t eio_len;
+
+static bool rewrite_active(void)
+{
+	return __atomic_load_n(&short_reads, __ATOMIC_SEQ_CST) ||
+	       __atomic_load_n(&eio_at, __ATOMIC_SEQ_CST) > 0;
+}
+
+static void rewrite_cqe(struct io_uring_cqe *cqe, struct pm_read *rd)
+{
+	uint32_t a, half;
+
+	/* a range read's first completion */
+	if (rd->stage < 0 || rd->owner_items < 2 || rd->done || cqe->res <= 0)
+		return;
+	if (__atomic_sub_fetch(&eio_at, 1, __ATOMIC_SEQ_CST) == 0) {
+		eio_off = rd->off;
+		eio_len = rd->len;
+		cqe->res = -EIO;
+		__atomic_store_n(&eio_injected, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	if (!__atomic_load_n(&short_reads, __ATOMIC_SEQ_CST))
+		return;
+	a = rd->align ? rd->align : 1;
+	half = (uint32_t)cqe->res / 2 / a * a;
+	if (!half)
+		return;
+	memset(rd->dst + half, 0xa5, (size_t)cqe->res - half);
+	cqe->res = (int)half;
+	__atomic_fetch_add(&shorted, 1, __ATOMIC_SEQ_CST);
+}
 
 /* Append a ustar member name of n bytes (contents: a hash of their file offset) to *buf. */
 static void member(char **buf, size_t *len, const char *name, size_t n)
@@ -391,6 +439,100 @@ static void test_cut_member(void **state)
 	cut_member(true);
 }
 
+/* A range read that completes short (not at end of file) is read on: every item byte-exact. */
+static void test_short_range_read(void **state)
+{
+	struct pm_stream_stats st;
+	uint64_t alone;
+
+	make_shards(3 << 10, 200);
+	for (int d = 0; d < 2; d++) {
+		if (d && !fs_direct())
+			continue;
+		__atomic_store_n(&shorted, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&short_reads, 1, __ATOMIC_SEQ_CST);
+		stream_check(d ? PM_DIRECT_ON : PM_DIRECT_OFF, PM_COALESCE_ON, false, 1 << 20,
+			     &st, &alone);
+		__atomic_store_n(&short_reads, 0, __ATOMIC_SEQ_CST);
+		assert_true(st.coalesced_reads > 0);
+		/* the short completions happened, and were read on */
+		assert_true(__atomic_load_n(&shorted, __ATOMIC_SEQ_CST) > 0);
+	}
+}
+
+/*
+ * A range read that fails (-EIO) fails its batch, naming one of the range's
+ * items and the read; with on_error skip the stream goes on past it and
+ * counts it.
+ */
+static void eio_range(enum pm_on_error policy)
+{
+	struct pm_manifest *m;
+	struct pm_stream_opts o;
+	struct pm_stream_stats st;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	unsigned long long off, len;
+	uint64_t items = 0;
+	const char *e, *msg;
+	char want[128];
+	int ret, fails = 0;
+
+	make_shards(3 << 10, 200);
+	m = shard_manifest();
+	tar_opts(&o, PM_DIRECT_OFF, PM_COALESCE_ON, false, 1 << 20);
+	o.batch_items = 50;
+	o.on_error = policy;
+	__atomic_store_n(&eio_injected, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&eio_at, 3, __ATOMIC_SEQ_CST);	/* the third range read */
+	s = open_stream(&ctx, m, &o);
+	for (;;) {
+		ret = pm_stream_next(s, &b);
+		if (ret) {
+			assert_int_equal(ret, -EIO);
+			assert_int_equal(policy, PM_ON_ERROR_STOP);
+			if (++fails == 2)	/* and on every later call */
+				break;
+			continue;
+		}
+		if (!b)
+			break;
+		items += b->nitems;
+		assert_int_equal(pm_stream_release(s, b), 0);
+	}
+	assert_true(__atomic_load_n(&eio_injected, __ATOMIC_SEQ_CST));
+	msg = pm_stream_error(s);
+	/* "batch B, item I (PATH offset O length L): read of N bytes at offset F failed" */
+	e = strstr(msg, ".tar offset ");
+	if (!e || sscanf(e, ".tar offset %llu length %llu", &off, &len) != 2)
+		fail_msg("%s", msg);
+	/* the item named is one of the failed range's */
+	if (off < eio_off || off + len > eio_off + eio_len)
+		fail_msg("range %llu+%u: %s", (unsigned long long)eio_off, eio_len, msg);
+	snprintf(want, sizeof(want), "read of %u bytes at offset %llu failed (%s)", eio_len,
+		 (unsigned long long)eio_off, strerror(EIO));
+	if (!strstr(msg, want))
+		fail_msg("%s", msg);
+	assert_int_equal(pm_stream_stats(s, &st), 0);
+	assert_int_equal(st.failed_batches, 1);
+	assert_true(st.failed_items > 1);	/* the range's items at least */
+	if (policy == PM_ON_ERROR_SKIP)
+		assert_int_equal(items + st.failed_items, pm_manifest_count(m));
+	else
+		assert_true(items + st.failed_items < pm_manifest_count(m));
+	__atomic_store_n(&eio_at, 0, __ATOMIC_SEQ_CST);
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
+}
+
+static void test_eio_range_read(void **state)
+{
+	eio_range(PM_ON_ERROR_STOP);
+	eio_range(PM_ON_ERROR_SKIP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -399,6 +541,8 @@ int main(void)
 		cmocka_unit_test(test_label_beside_image),
 		cmocka_unit_test(test_sparse_items_are_not_read_ahead_with_their_gaps),
 		cmocka_unit_test(test_cut_member),
+		cmocka_unit_test(test_short_range_read),
+		cmocka_unit_test(test_eio_range_read),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
