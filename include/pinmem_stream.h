@@ -264,7 +264,7 @@ struct pm_stream_opts {
 	uint64_t batch_bytes;
 	uint32_t batch_items;	/* most samples per batch (items when none are grouped) [no limit] */
 	uint32_t qd;		/* most reads in flight [32] */
-	uint32_t chunk_bytes;	/* largest single read; large items are split [1 MiB] */
+	uint32_t chunk_bytes;	/* largest single read of an item; large items are split [1 MiB]; a coalesced read (enum pm_coalesce) is not: it covers up to PM_COALESCE_BYTES (alignment included) whatever chunk_bytes is */
 	uint32_t epochs;	/* passes over the manifest [1]; a batch never spans two */
 	enum pm_direct direct;
 	enum pm_on_error on_error;
