@@ -716,18 +716,24 @@ static void test_populated_once(void **state)
 				_exit(77);	/* not reachable to nobody */
 			if (two_epochs_populated(p, N, false) != want)
 				_exit(10);	/* populated again */
-			for (int i = 0; i < N; i++) {
-				int fd = open(p[i], O_RDONLY);
-
-				drop(fd);
-				close(fd);
-			}
 			/*
 			 * Evicted after the first epoch: the second populates
 			 * them again (where the confirming one-byte read does
-			 * not find its own readahead done already).
+			 * not find its own readahead done already: a race with
+			 * the eviction, lost now and then on XFS, so up to three
+			 * tries; a stream that never populates again fails all).
 			 */
-			_exit(two_epochs_populated(p, N, true) > want ? 0 : 11);
+			for (int k = 0; k < 3; k++) {
+				for (int i = 0; i < N; i++) {
+					int fd = open(p[i], O_RDONLY);
+
+					drop(fd);
+					close(fd);
+				}
+				if (two_epochs_populated(p, N, true) > want)
+					_exit(0);
+			}
+			_exit(11);
 		}
 		assert_int_equal(waitpid(pid, &st, 0), pid);
 		assert_true(WIFEXITED(st));
