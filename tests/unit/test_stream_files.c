@@ -151,6 +151,18 @@ static int index_of(const struct pm_manifest *m, uint32_t path_id)
 	return -1;
 }
 
+/* Every item of batch b holds its file's bytes at its offset. */
+static void check_items(const struct pm_manifest *m, const struct pm_batch *b)
+{
+	for (uint32_t i = 0; i < b->nitems; i++) {
+		const struct pm_batch_item *it = &b->items[i];
+		int k = index_of(m, it->path_id);
+
+		assert_memory_equal((char *)b->host + it->slot_offset,
+				    data[k] + it->file_offset, it->length);
+	}
+}
+
 /* Stream m to the end, checking every byte; returns items delivered. */
 static uint64_t stream_all(struct pm_ctx *ctx, const struct pm_manifest *m,
 			   const struct pm_stream_opts *o, int fds)
@@ -176,13 +188,7 @@ static uint64_t stream_all(struct pm_ctx *ctx, const struct pm_manifest *m,
 			assert_string_equal(f.note, "buffered: O_DIRECT turned off");
 	}
 	while (!(ret = pm_stream_next(s, &b)) && b) {
-		for (uint32_t i = 0; i < b->nitems; i++) {
-			const struct pm_batch_item *it = &b->items[i];
-			int k = index_of(m, it->path_id);
-
-			assert_memory_equal((char *)b->host + it->slot_offset,
-					    data[k] + it->file_offset, it->length);
-		}
+		check_items(m, b);
 		items += b->nitems;
 		/* no file descriptor per file: the rings (one per lane, at most 4 by default) hold them */
 		assert_true(count_fds() <= fds + 1 + (o->readers ? (int)o->readers : 4));
@@ -589,13 +595,7 @@ static void test_direct_refused_when_read(void **state)
 	assert_int_equal(pm_stream_create(ctx, m, &o, &s), 0);
 	__atomic_store_n(&einval_reads, 1, __ATOMIC_SEQ_CST);
 	while (!(ret = pm_stream_next(s, &b)) && b) {
-		for (uint32_t i = 0; i < b->nitems; i++) {
-			const struct pm_batch_item *it = &b->items[i];
-			int k = index_of(m, it->path_id);
-
-			assert_memory_equal((char *)b->host + it->slot_offset,
-					    data[k] + it->file_offset, it->length);
-		}
+		check_items(m, b);
 		assert_int_equal(pm_stream_release(s, b), 0);
 	}
 	assert_int_equal(__atomic_load_n(&einval_reads, __ATOMIC_SEQ_CST), 0);	/* one was refused */
