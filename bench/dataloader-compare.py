@@ -19,11 +19,12 @@ For each N, transform (none, or "decode": zlib-decompressing each sample, a
 stand-in for JPEG decoding's per-sample CPU work) and loader, it reports
 samples/s, CPU seconds (main process and workers) per GB delivered and peak
 pinned bytes (VmLck + VmPin of the main process), runs (a) and (b)
-alternately `--reps` times and keeps the median, and prints one Markdown
-table with the ratios (b)/(a).  No device copy is timed (no GPU here).
+alternately `--reps` times and keeps the median with the range over the
+reps, and prints one Markdown table with the ratios (b)/(a) (the median's,
+and the range of each rep's own ratio).  No device copy is timed (no GPU here).
 
 usage: dataloader-compare.py [--samples 1024] [--batch 64] [--workers 1,2]
-       [--passes 3] [--reps 3] [--dir /tmp] [--shape 3,224,224]
+       [--passes 3] [--reps 5] [--dir /tmp] [--shape 3,224,224]
 """
 import argparse
 import gc
@@ -186,7 +187,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--shape", default="3,224,224")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--transforms", default="none,decode")
@@ -213,17 +214,20 @@ def main():
                     for kind in ("a", "b"):
                         res[kind].append(run_one(kind, ds, n, a.batch, a.passes, ctx))
                 med = {k: [statistics.median(r[i] for r in v) for i in range(3)] for k, v in res.items()}
-                rows.append((tf, n, med["a"], med["b"]))
+                # Each rep's (b)/(a), from runs made back to back: the range of the ratio.
+                ratios = [b[0] / a[0] for a, b in zip(res["a"], res["b"])]
+                spread = {k: (min(r[0] for r in v), max(r[0] for r in v)) for k, v in res.items()}
+                rows.append((tf, n, med["a"], med["b"], spread, (min(ratios), max(ratios))))
                 print("  %s N=%d: a %.0f/s %.2f s/GB, b %.0f/s %.2f s/GB" %
                       (tf, n, med["a"][0], med["a"][1], med["b"][0], med["b"][1]), flush=True)
     print()
-    print("| transform | N | loader | samples/s | CPU s/GB | peak pinned MiB | (b)/(a) samples/s | (b)/(a) CPU s/GB |")
+    print("| transform | N | loader | samples/s (range) | CPU s/GB | peak pinned MiB | (b)/(a) samples/s (reps' range) | (b)/(a) CPU s/GB |")
     print("|---|---|---|---|---|---|---|---|")
-    for tf, n, ra, rb in rows:
-        print("| %s | %d | (a) DataLoader + pin-thread copy | %.0f | %.2f | %.0f | | |"
-              % (tf, n, ra[0], ra[1], ra[2] / 2**20))
-        print("| %s | %d | (b) pinmem.torch.DataLoader | %.0f | %.2f | %.0f | %.2fx | %.2fx |"
-              % (tf, n, rb[0], rb[1], rb[2] / 2**20, rb[0] / ra[0], rb[1] / ra[1]))
+    for tf, n, ra, rb, spread, rr in rows:
+        print("| %s | %d | (a) DataLoader + pin-thread copy | %.0f (%.0f-%.0f) | %.2f | %.0f | | |"
+              % (tf, n, ra[0], *spread["a"], ra[1], ra[2] / 2**20))
+        print("| %s | %d | (b) pinmem.torch.DataLoader | %.0f (%.0f-%.0f) | %.2f | %.0f | %.2fx (%.2f-%.2fx) | %.2fx |"
+              % (tf, n, rb[0], *spread["b"], rb[1], rb[2] / 2**20, rb[0] / ra[0], *rr, rb[1] / ra[1]))
     return 0
 
 

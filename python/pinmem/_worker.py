@@ -26,6 +26,7 @@ import time
 
 import torch
 
+from . import _pinmem
 from ._collate import SlotWriter, _Foreign, _Overflow, collate_into, nbytes_needed, place
 
 # gen -> (mmap, uint8 tensor) of the ring this worker maps (one at a time).
@@ -138,12 +139,14 @@ class TaskQueue:
     """The worker's index queue as torch's loop sees it.
 
     Tasks are (idx, index, slot, ring desc); get() returns torch's (idx, index)
-    after pointing the collation at the slot.  Once done is set, get() returns
+    after pointing the collation at the slot.  The first task with a slot makes
+    the worker's malloc keep a batch's memory between batches (keep_heap).  Once done is set, get() returns
     None (torch's "exit" message), so stopping workers never needs a put (no
     feeder thread is started at interpreter exit)."""
 
     def __init__(self, q, done, collate):
         self.q, self.done, self.collate = q, done, collate
+        self.heap_pid = None
 
     def get(self, timeout=None):
         end = None if timeout is None else time.monotonic() + timeout
@@ -159,6 +162,11 @@ class TaskQueue:
                 continue
             if isinstance(r, tuple) and len(r) == 4:
                 idx, index, slot, desc = r
+                if slot is not None and self.heap_pid != os.getpid():
+                    # Once per worker process: keep a batch's samples' memory
+                    # from one batch to the next (see keep_heap).
+                    self.heap_pid = os.getpid()
+                    _pinmem.keep_heap(desc[4])
                 self.collate.target = target(slot, desc)
                 return idx, index
             return r

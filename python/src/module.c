@@ -104,6 +104,12 @@ static PyMethodDef methods[] = {
 	  "refs; the user's kept after its processes exit) and 'users_evicted' (users, idle_users,\n"
 	  "max_idle_users, refused: the users dropped to bound the table).  OSError without the module." },
 	{ "pin_mode_name", pin_mode_name, METH_O, "Name of a pin mode number." },
+	{ "keep_heap", pmpy_keep_heap, METH_O,
+	  "keep_heap(batch_bytes) -> bool: in a loader worker, malloc serves allocations under a\n"
+	  "batch (up to 32 MiB) from the heap and keeps up to two batches of it free, instead of\n"
+	  "returning it to the kernel after every batch.  False, changing nothing, where the C\n"
+	  "library is not glibc or MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_ (or their\n"
+	  "GLIBC_TUNABLES) are set." },
 	{ "crc32c", crc32c, METH_VARARGS,
 	  "crc32c(data, crc=0) -> int: crc32c (Castagnoli) as manifests give it." },
 	{ NULL },

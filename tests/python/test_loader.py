@@ -195,6 +195,65 @@ def test_persistent_workers_keep_their_processes_and_batches():
     assert len(set(got[0][:, 0].tolist())) == 2
 
 
+class Faults(Dataset):
+    """1 MiB float samples made as image decoders make them (a fresh numpy array), each
+    with the minor page faults its worker had taken when it was made."""
+
+    def __len__(self):
+        return 96
+
+    def __getitem__(self, i):
+        import resource
+        a = numpy.empty(1 << 18, numpy.float32)
+        a.fill(i)
+        return torch.from_numpy(a), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+KEEP_HEAP_PROBE = "import pinmem._pinmem as p; print(p.keep_heap(1 << 20))"
+
+
+def keep_heap_applies(env=None):
+    """What keep_heap returns in a fresh process with env (a worker's malloc settings)."""
+    r = subprocess.run([sys.executable, "-c", KEEP_HEAP_PROBE], env=env, capture_output=True,
+                       text=True, check=True)
+    return r.stdout.strip() == "True"
+
+
+def faults_per_batch(cls, **extra):
+    """Median page faults of one worker over one batch cycle, once every ring slot has been
+    written once (batches 6 to 11 of 8 MiB; a slot's first write faults its pages in)."""
+    loader = cls(Faults(), batch_size=8, num_workers=1, **extra)
+    first = [int(b[1][0]) for b in loader]
+    if hasattr(loader, "close"):
+        loader.close()
+    return sorted(b - a for a, b in zip(first[6:], first[7:]))[2]
+
+
+def test_workers_keep_a_batchs_memory_for_the_next_batch():
+    # glibc gives a batch's freed samples back to the kernel after each batch, so a worker
+    # faults 8 MiB of pages in again for every batch (torch's, plus its batch's new shared
+    # memory); pinmem's keeps them (2,016 faults a batch without keep_heap).
+    if not keep_heap_applies():
+        pytest.skip("malloc here is not glibc's (a sanitizer's or a preloaded one): keep_heap does nothing")
+    pages = (8 << 20) // os.sysconf("SC_PAGE_SIZE")
+    torch_faults = faults_per_batch(torch.utils.data.DataLoader)
+    assert torch_faults > pages // 2, "torch's worker no longer refaults a batch: %d" % torch_faults
+    assert faults_per_batch(pt.DataLoader, module=MODULE_MODE) < pages // 8
+
+
+def test_keep_heap_leaves_the_users_malloc_settings_alone():
+    with pytest.raises(ValueError, match="positive"):
+        pinmem._pinmem.keep_heap(0)
+    if not keep_heap_applies():
+        pytest.skip("malloc here is not glibc's: keep_heap does nothing")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    for k, v in (("MALLOC_TRIM_THRESHOLD_", "131072"), ("MALLOC_MMAP_THRESHOLD_", "131072"),
+                 ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072"),
+                 ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=131072")):
+        assert not keep_heap_applies(dict(env, **{k: v})), k
+    assert keep_heap_applies(dict(env, GLIBC_TUNABLES="glibc.malloc.arena_max=2"))
+
+
 class Growing(Images):
     def __getitem__(self, i):
         return torch.zeros(10 if i < 8 else 100000, dtype=torch.uint8) + i
