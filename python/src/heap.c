@@ -5,18 +5,21 @@
  *
  * A worker builds batch after batch of samples of about the same size:
  * allocated by the dataset, copied into the ring, freed.  glibc's malloc
- * serves allocations over 128 KiB with mmap until one is freed, then from
- * the heap, but gives the heap's free top back to the kernel whenever it
- * exceeds twice the largest freed block, which a whole batch's samples do:
- * every batch then faults its samples' pages in again and has them zeroed.
- * Here allocations under a batch (at most glibc's 32 MiB ceiling) come from
- * the heap, and up to two batches of free top are kept.  What is kept is
- * what the worker used anyway at each batch's peak; only the valleys
- * between batches stay filled.
+ * serves allocations over 128 KiB with mmap until one is freed, then raises
+ * that threshold to the freed block's size and keeps up to twice it free on
+ * top of the heap; a batch's freed samples exceed that, so the heap's top
+ * goes back to the kernel after every batch and the next batch faults its
+ * samples' pages in and has them zeroed again.  Here the mmap threshold
+ * starts where glibc's adaptation ends (32 MiB on 64-bit), so it is never
+ * lower than glibc would make it, and up to two batches (at least glibc's
+ * own ceiling, 64 MiB) stay free on top of the heap between batches.  What
+ * is kept is at most what the worker used at its peak anyway.
  *
  * The user's own settings win: nothing is changed when MALLOC_TRIM_THRESHOLD_,
  * MALLOC_MMAP_THRESHOLD_ or a glibc.malloc tunable for either is set, or
- * when the C library is not glibc.  Returns whether the settings changed.
+ * when malloc is not glibc's (another C library, a sanitizer's or a
+ * preloaded allocator, which glibc's mallopt would not reach).  Returns
+ * whether the settings changed.
  */
 #include "pinmem_py.h"
 
@@ -27,9 +30,15 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 
-/* glibc refuses an M_MMAP_THRESHOLD above HEAP_MAX_SIZE / 2: 32 MiB on 64-bit. */
-#define PMPY_MMAP_THRESHOLD_MAX ((long long)4 * 1024 * 1024 * (long long)sizeof(long))
-#define PMPY_MMAP_THRESHOLD_MIN (128 * 1024)
+/* mallinfo's int fields wrap past 2 GiB; mallinfo2 is glibc 2.33's */
+#if __GLIBC_PREREQ(2, 33)
+#define PMPY_MALLINFO mallinfo2
+#else
+#define PMPY_MALLINFO mallinfo
+#endif
+
+/* glibc's DEFAULT_MMAP_THRESHOLD_MAX: where its adaptive threshold stops. */
+#define PMPY_MMAP_THRESHOLD (sizeof(long) == 8 ? 32 * 1024 * 1024 : 512 * 1024)
 
 static bool user_tuned(void)
 {
@@ -41,9 +50,23 @@ static bool user_tuned(void)
 		     strstr(t, "glibc.malloc.mmap_threshold"));
 }
 
-static int clamp_int(long long v, long long lo, long long hi)
+/*
+ * Whether malloc is glibc's own, not interposed (by a sanitizer or a
+ * preloaded allocator, which glibc's mallopt would not reach): a block
+ * malloc gives must show in glibc's own accounting.  (Comparing addresses
+ * is no test: a non-PIE python3 makes its PLT entry the canonical malloc.)
+ */
+static bool glibc_malloc(void)
 {
-	return (int)(v < lo ? lo : v > hi ? hi : v);
+	const size_t probe = 64 * 1024;	/* under any mmap threshold: from an arena */
+	size_t before = PMPY_MALLINFO().uordblks, after;
+	char *volatile p = malloc(probe);
+
+	if (!p)
+		return false;
+	after = PMPY_MALLINFO().uordblks;
+	free(p);
+	return after >= before + probe;
 }
 #endif
 
@@ -58,11 +81,17 @@ PyObject *pmpy_keep_heap(PyObject *self, PyObject *arg)
 		return NULL;
 	}
 #ifdef __GLIBC__
-	if (!user_tuned() &&
-	    mallopt(M_MMAP_THRESHOLD, clamp_int(batch, PMPY_MMAP_THRESHOLD_MIN,
-						PMPY_MMAP_THRESHOLD_MAX)) &&
-	    mallopt(M_TRIM_THRESHOLD, clamp_int(2 * batch, PMPY_MMAP_THRESHOLD_MIN, INT_MAX)))
-		Py_RETURN_TRUE;
+	{
+		long long keep = batch > INT_MAX / 2 ? INT_MAX : 2 * batch;
+
+		if (keep < 2 * (long long)PMPY_MMAP_THRESHOLD)
+			keep = 2 * (long long)PMPY_MMAP_THRESHOLD;
+		/* glibc never refuses either value */
+		if (!user_tuned() && glibc_malloc() &&
+		    mallopt(M_MMAP_THRESHOLD, (int)PMPY_MMAP_THRESHOLD) == 1 &&
+		    mallopt(M_TRIM_THRESHOLD, (int)keep) == 1)
+			Py_RETURN_TRUE;
+	}
 #endif
 	Py_RETURN_FALSE;
 }
