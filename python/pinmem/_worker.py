@@ -139,14 +139,15 @@ class TaskQueue:
     """The worker's index queue as torch's loop sees it.
 
     Tasks are (idx, index, slot, ring desc); get() returns torch's (idx, index)
-    after pointing the collation at the slot.  The first task with a slot makes
-    the worker's malloc keep a batch's memory between batches (keep_heap).  Once done is set, get() returns
+    after pointing the collation at the slot.  The first task with a slot (and
+    one with larger slots) makes the worker's malloc keep a batch's memory
+    between batches (keep_heap).  Once done is set, get() returns
     None (torch's "exit" message), so stopping workers never needs a put (no
     feeder thread is started at interpreter exit)."""
 
     def __init__(self, q, done, collate):
         self.q, self.done, self.collate = q, done, collate
-        self.heap_pid = None
+        self.heap_kept = None     # (pid, slot bytes) keep_heap was last called for
 
     def get(self, timeout=None):
         end = None if timeout is None else time.monotonic() + timeout
@@ -162,11 +163,12 @@ class TaskQueue:
                 continue
             if isinstance(r, tuple) and len(r) == 4:
                 idx, index, slot, desc = r
-                if slot is not None and self.heap_pid != os.getpid():
-                    # Once per worker process: keep a batch's samples' memory
-                    # from one batch to the next (see keep_heap).
-                    self.heap_pid = os.getpid()
+                kept = self.heap_kept
+                if slot is not None and (kept is None or kept[0] != os.getpid() or desc[4] > kept[1]):
+                    # Keep a batch's samples' memory from one batch to the next
+                    # (see keep_heap), again when a later ring has larger slots.
                     _pinmem.keep_heap(desc[4])
+                    self.heap_kept = (os.getpid(), desc[4])
                 self.collate.target = target(slot, desc)
                 return idx, index
             return r

@@ -105,11 +105,12 @@ static PyMethodDef methods[] = {
 	  "max_idle_users, refused: the users dropped to bound the table).  OSError without the module." },
 	{ "pin_mode_name", pin_mode_name, METH_O, "Name of a pin mode number." },
 	{ "keep_heap", pmpy_keep_heap, METH_O,
-	  "keep_heap(batch_bytes) -> bool: in a loader worker, malloc serves allocations under\n"
-	  "32 MiB from the heap (where glibc's adaptive threshold ends) and keeps up to two\n"
-	  "batches of it free (at least 64 MiB), instead of returning a batch's samples to the\n"
-	  "kernel after every batch.  False, changing nothing, where malloc is not glibc's or\n"
-	  "MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ (or their GLIBC_TUNABLES) are set." },
+	  "keep_heap(slot_bytes) -> bool: in a loader worker, malloc serves allocations under\n"
+	  "32 MiB from the heap (where glibc's adaptive threshold ends) and keeps up to two slots\n"
+	  "of it free (at least 64 MiB), instead of returning a batch's samples to the kernel\n"
+	  "after every batch.  False, changing nothing, where malloc is not glibc's (2.33 or\n"
+	  "later) or MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ (or their GLIBC_TUNABLES)\n"
+	  "are set." },
 	{ "crc32c", crc32c, METH_VARARGS,
 	  "crc32c(data, crc=0) -> int: crc32c (Castagnoli) as manifests give it." },
 	{ NULL },

@@ -145,7 +145,7 @@ int pmpy_stream_ptr(PyObject *obj, void **ptr);
 int pmpy_batch_wait(struct PmBatch *self, void *cuda_stream);
 /* pinmem.module_stats(device=...). */
 PyObject *pmpy_module_stats(PyObject *self, PyObject *args, PyObject *kw);
-/* keep_heap(batch_bytes): a worker's malloc keeps a batch's samples for the next (heap.c). */
+/* keep_heap(slot_bytes): a worker's malloc keeps a batch's samples for the next (heap.c). */
 PyObject *pmpy_keep_heap(PyObject *self, PyObject *arg);
 /* Index of obj (a str) in names, or -1 with ValueError naming what. */
 int pmpy_choice(PyObject *obj, const char *const *names, const char *what);
