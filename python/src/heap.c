@@ -27,7 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+/* nested: where __GLIBC__ is not defined, neither is __GLIBC_PREREQ */
+#ifdef __GLIBC__
+#if __GLIBC_PREREQ(2, 33)
+#define PMPY_GLIBC_MALLOC
+#endif
+#endif
+
+#ifdef PMPY_GLIBC_MALLOC
 #include <dlfcn.h>
 #include <gnu/lib-names.h>
 #include <malloc.h>
