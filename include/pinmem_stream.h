@@ -192,8 +192,8 @@ enum pm_direct {
  * PM_COALESCE_BYTES, 4 MiB a thread, allocated at create unless coalescing
  * is off; they are not pinned.  A failed range read fails the batch, naming
  * the first of its items the error reaches (the item end of file cut, else
- * the run's first).  Files opened as they are read (more than 4096) are
- * read item by item.
+ * the run's first).  Files opened as they are read (see "Files" above)
+ * coalesce too: a range read opens its file as an item's read does.
  */
 enum pm_coalesce {
 	PM_COALESCE_AUTO = 0,	/* runs whose items average under PM_COALESCE_SMALL (see above) */

@@ -705,18 +705,18 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 	uint32_t n;
 	int fd, stage = -1;
 
+	n = coalesce_run(s, l, sl, &off, &len, &need);
+	if (n > 1 && !l->free_stages)
+		return false;	/* the lane's reads in flight free one */
 	if (s->fs.lazy) {
+		/* a reference on the file's table entry, from here until the read completes */
 		fd = pm_sfiles_get(&s->fs, (uint32_t)(l - s->lanes), it->path_id, &open);
 		if (fd < 0)
 			return false;	/* -EBUSY: its table entries have reads in flight */
 	} else {
 		fd = l->rd.files_registered ? (int)it->path_id : f->fd;
 	}
-
-	n = coalesce_run(s, l, sl, &off, &len, &need);
 	if (n > 1) {
-		if (!l->free_stages)
-			return false;	/* the lane's reads in flight free one */
 		stage = __builtin_ctz(l->free_stages);
 		l->free_stages &= ~(1U << stage);
 	} else {
@@ -1024,7 +1024,7 @@ static void stages_alloc(struct pm_stream *s, struct lane *l)
 {
 	uint32_t n = lane_qd(s, l) < MAX_STAGES ? lane_qd(s, l) : MAX_STAGES;
 
-	if (s->o.coalesce == PM_COALESCE_OFF || s->fs.lazy)
+	if (s->o.coalesce == PM_COALESCE_OFF)
 		return;
 	l->stages = calloc(n, sizeof(*l->stages));
 	if (!l->stages)

@@ -13,6 +13,7 @@
  * here (ustar) in a directory next to the binary: /tmp may be a tmpfs
  * without O_DIRECT.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -33,6 +35,7 @@
 #include "uring_rewrite.h"
 
 #define NSHARDS 2
+#define LAZY_SHARDS 24	/* more than half the open-files limit the lazy test sets */
 
 static char dir[PATH_MAX - 512];
 
@@ -42,7 +45,9 @@ struct shard {
 	size_t len;
 };
 
-static struct shard sh[NSHARDS];
+static struct shard sh[LAZY_SHARDS];
+static int nshards = NSHARDS;	/* the shards the tests write and read */
+static bool expect_lazy;	/* the shards are opened as they are read */
 
 /*
  * Stand-in for liburing's submit (uring_rewrite.h), rewriting the
@@ -108,10 +113,10 @@ static void member(char **buf, size_t *len, const char *name, size_t n)
 	*len += padded;
 }
 
-/* NSHARDS shards of samples whose .bin is about size bytes (sizes vary by a few hundred). */
+/* nshards shards of samples whose .bin is about size bytes (sizes vary by a few hundred). */
 static void make_shards(size_t size, int samples)
 {
-	for (int k = 0; k < NSHARDS; k++) {
+	for (int k = 0; k < nshards; k++) {
 		struct shard *t = &sh[k];
 		FILE *f;
 
@@ -146,7 +151,7 @@ static int teardown(void **state)
 {
 	char cmd[PATH_MAX + 16];
 
-	for (int k = 0; k < NSHARDS; k++)
+	for (int k = 0; k < LAZY_SHARDS; k++)
 		free(sh[k].data);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) ? -1 : 0;
@@ -165,13 +170,26 @@ static bool fs_direct(void)
 	return !(stx.stx_mask & STATX_DIOALIGN) || stx.stx_dio_offset_align;
 }
 
+/* The file descriptors this process holds. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3;	/* ".", ".." and the directory's own */
+}
+
 static struct pm_manifest *shard_manifest(void)
 {
 	struct pm_manifest *m;
 	char err[256];
 
 	assert_int_equal(pm_manifest_create(&m), 0);
-	for (int k = 0; k < NSHARDS; k++)
+	for (int k = 0; k < nshards; k++)
 		assert_int_equal(pm_manifest_add_tar(m, sh[k].path, err, sizeof(err)), 0);
 	return m;
 }
@@ -222,13 +240,16 @@ static void stream_check(enum pm_direct direct, enum pm_coalesce co, bool shuffl
 	s = open_stream(&ctx, m, &o);
 	*alone = 0;
 	while (!(ret = pm_stream_next(s, &b)) && b) {
+		/* opened as read: no descriptor of this process holds a shard */
+		if (expect_lazy && b->seq == 0)
+			assert_true(open_fds() < nshards);
 		for (uint32_t i = 0; i < b->nitems; i++) {
 			const struct pm_batch_item *it = &b->items[i];
 			const struct shard *t = NULL;
 			struct pm_stream_file f;
 			uint64_t a, end;
 
-			for (int k = 0; k < NSHARDS; k++)
+			for (int k = 0; k < nshards; k++)
 				if (!strcmp(pm_manifest_path(m, it->path_id), sh[k].path))
 					t = &sh[k];
 			assert_non_null(t);
@@ -255,7 +276,7 @@ static void stream_check(enum pm_direct direct, enum pm_coalesce co, bool shuffl
 	assert_int_equal(st->items, n);
 	assert_int_equal(st->failed_batches, 0);
 	if (direct == PM_DIRECT_ON)
-		assert_int_equal(st->files_direct, NSHARDS);
+		assert_int_equal(st->files_direct, nshards);
 	pm_stream_destroy(s);
 	pm_manifest_destroy(m);
 	pm_close(ctx);
@@ -268,7 +289,7 @@ static void modes(size_t size, int samples, uint64_t batch_bytes)
 	bool direct;
 	static const enum pm_direct dm[] = { PM_DIRECT_OFF, PM_DIRECT_ON };
 	static const enum pm_coalesce cm[] = { PM_COALESCE_AUTO, PM_COALESCE_ON, PM_COALESCE_OFF };
-	uint64_t members = (uint64_t)NSHARDS * samples * 2;
+	uint64_t members = (uint64_t)nshards * samples * 2;
 
 	make_shards(size, samples);
 	direct = fs_direct();
@@ -533,6 +554,38 @@ static void test_eio_range_read(void **state)
 	eio_range(PM_ON_ERROR_SKIP);
 }
 
+/*
+ * More shards than half the open-files limit are opened as they are read
+ * (an io_uring table of direct descriptors): their runs coalesce all the
+ * same, byte-exact in every mode, short range reads read on, a failed one
+ * fails its batch naming one of its items.
+ */
+static void test_lazily_opened_shards_coalesce(void **state)
+{
+	struct rlimit saved, rl;
+	struct pm_stream_stats st;
+	uint64_t alone;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	rl = saved;
+	rl.rlim_cur = 40;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	nshards = LAZY_SHARDS;
+	expect_lazy = true;
+	modes(3 << 10, 20, 1 << 20);
+	__atomic_store_n(&shorted, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&short_reads, 1, __ATOMIC_SEQ_CST);
+	stream_check(fs_direct() ? PM_DIRECT_ON : PM_DIRECT_OFF, PM_COALESCE_ON, true,
+		     1 << 20, &st, &alone);
+	__atomic_store_n(&short_reads, 0, __ATOMIC_SEQ_CST);
+	assert_true(st.coalesced_reads > 0);
+	assert_true(__atomic_load_n(&shorted, __ATOMIC_SEQ_CST) > 0);
+	expect_lazy = false;
+	eio_range(PM_ON_ERROR_STOP);
+	nshards = NSHARDS;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -543,6 +596,7 @@ int main(void)
 		cmocka_unit_test(test_cut_member),
 		cmocka_unit_test(test_short_range_read),
 		cmocka_unit_test(test_eio_range_read),
+		cmocka_unit_test(test_lazily_opened_shards_coalesce),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
