@@ -51,9 +51,12 @@ $(CUDA_STUB_NODRV): tests/cuda_stub/cudart_stub.c tests/cuda_stub/cudastub.h
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include $(CFLAGS) \
 		-DCUDASTUB_NO_DRIVER -shared -fPIC -o $@ $< -pthread
 
+# A test that hangs (a stream waiting for a read that never comes) fails.
+UNIT_TIMEOUT ?= 900
 unit-check: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "  UNIT $$t"; \
-		$(UNIT_ENV) $$t || { echo "unit-check: $$t failed"; exit 1; }; done
+		$(UNIT_ENV) timeout -k 10 $(UNIT_TIMEOUT) $$t || \
+		{ echo "unit-check: $$t failed (exit $$?; 124: it ran past $(UNIT_TIMEOUT) s)"; exit 1; }; done
 
 unit-check-asan:
 	+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

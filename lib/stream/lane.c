@@ -280,6 +280,10 @@ static bool retry_reads(struct pm_stream *s, struct lane *l)
 		if (stopping(s)) {
 			l->retry = rd->next;
 			item_fail(s, sl, rd->owner_item, -ECANCELED, "stream stopped");
+			if (rd->stage >= 0) {
+				l->free_stages |= 1U << rd->stage;	/* a range read's */
+				rd->stage = -1;
+			}
 			rd->next = l->free_reads;
 			l->free_reads = rd;
 			if (!--sl->pending && sl->issued)
@@ -774,8 +778,9 @@ static bool issue_one(struct pm_stream *s, struct lane *l)
 
 /*
  * Queue lane l's reads while it has room; called with s->lock held.  True
- * when a read must wait for a file table entry: for one of the lane's own
- * reads, or, when it has none in flight, for another lane's.
+ * when a read must wait: for a staging buffer (the lane's reads in flight
+ * free one) or a file table entry (for one of the lane's own reads, or,
+ * when it has none in flight, for another lane's).
  */
 static bool fill(struct pm_stream *s, struct lane *l)
 {
@@ -1016,7 +1021,7 @@ static uint32_t lane_count(const struct pm_stream *s)
 
 /*
  * Lane l's staging buffers for coalesced reads (enum pm_coalesce), unless
- * coalescing is off or files are opened as they are read: at most
+ * coalescing is off: at most
  * MAX_STAGES and its share of qd.  Without memory for them the lane reads
  * item by item.
  */

@@ -69,9 +69,15 @@ static bool rewrite_active(void)
 
 static void rewrite_cqe(struct io_uring_cqe *cqe, struct pm_read *rd)
 {
+	int n = __atomic_load_n(&einval_reads, __ATOMIC_SEQ_CST);
+
 	if (!rd->align || cqe->res <= 0)
 		return;
-	if (__atomic_fetch_sub(&einval_reads, 1, __ATOMIC_SEQ_CST) > 0)
+	/* taken one at a time: the completions reaped with the last one are left alone */
+	while (n > 0 && !__atomic_compare_exchange_n(&einval_reads, &n, n - 1, false,
+						     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	if (n > 0)
 		cqe->res = -EINVAL;
 }
 

@@ -56,16 +56,19 @@ static bool expect_lazy;	/* the shards are opened as they are read */
  * and the bytes past that are scribbled over in the staging buffer, so
  * they are right only when read again; shorted counts them.  eio_at: the
  * eio_at-th range read (from 1) fails with -EIO, its offset and length are
- * kept in eio_off and eio_len, eio_injected set.
+ * kept in eio_off and eio_len, eio_injected set.  einval_direct: every
+ * O_DIRECT range read's first completion is -EINVAL (the file system
+ * refused it after all), counted in einvaled.
  */
-static int short_reads, shorted, eio_at, eio_injected;
+static int short_reads, shorted, eio_at, eio_injected, einval_direct, einvaled;
 static uint64_t eio_off;
 static uint32_t eio_len;
 
 static bool rewrite_active(void)
 {
 	return __atomic_load_n(&short_reads, __ATOMIC_SEQ_CST) ||
-	       __atomic_load_n(&eio_at, __ATOMIC_SEQ_CST) > 0;
+	       __atomic_load_n(&eio_at, __ATOMIC_SEQ_CST) > 0 ||
+	       __atomic_load_n(&einval_direct, __ATOMIC_SEQ_CST);
 }
 
 static void rewrite_cqe(struct io_uring_cqe *cqe, struct pm_read *rd)
@@ -75,6 +78,13 @@ static void rewrite_cqe(struct io_uring_cqe *cqe, struct pm_read *rd)
 	/* a range read's first completion */
 	if (rd->stage < 0 || rd->owner_items < 2 || rd->done || cqe->res <= 0)
 		return;
+	if (__atomic_load_n(&einval_direct, __ATOMIC_SEQ_CST)) {
+		if (rd->align) {
+			cqe->res = -EINVAL;
+			__atomic_fetch_add(&einvaled, 1, __ATOMIC_SEQ_CST);
+		}
+		return;
+	}
 	if (__atomic_sub_fetch(&eio_at, 1, __ATOMIC_SEQ_CST) == 0) {
 		eio_off = rd->off;
 		eio_len = rd->len;
@@ -557,20 +567,42 @@ static void test_eio_range_read(void **state)
 /*
  * More shards than half the open-files limit are opened as they are read
  * (an io_uring table of direct descriptors): their runs coalesce all the
- * same, byte-exact in every mode, short range reads read on, a failed one
- * fails its batch naming one of its items.
+ * same, byte-exact in every mode; short range reads read on; range reads
+ * whose O_DIRECT is refused after all are read again buffered (the files
+ * then say buffered); a failed range read fails its batch naming one of
+ * its items; a shard replaced since create fails by name.
  */
+static struct rlimit saved_nofile;
+
+static int lazy_setup(void **state)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &saved_nofile))
+		return -1;
+	rl = saved_nofile;
+	rl.rlim_cur = 40;	/* 24 shards > 40 / 2: opened as read, a table of 20 */
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return -1;
+	nshards = LAZY_SHARDS;
+	return 0;
+}
+
+static int lazy_teardown(void **state)
+{
+	__atomic_store_n(&short_reads, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&einval_direct, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&eio_at, 0, __ATOMIC_SEQ_CST);
+	expect_lazy = false;
+	nshards = NSHARDS;
+	return setrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
 static void test_lazily_opened_shards_coalesce(void **state)
 {
-	struct rlimit saved, rl;
 	struct pm_stream_stats st;
 	uint64_t alone;
 
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	rl = saved;
-	rl.rlim_cur = 40;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	nshards = LAZY_SHARDS;
 	expect_lazy = true;
 	modes(3 << 10, 20, 1 << 20);
 	__atomic_store_n(&shorted, 0, __ATOMIC_SEQ_CST);
@@ -580,10 +612,66 @@ static void test_lazily_opened_shards_coalesce(void **state)
 	__atomic_store_n(&short_reads, 0, __ATOMIC_SEQ_CST);
 	assert_true(st.coalesced_reads > 0);
 	assert_true(__atomic_load_n(&shorted, __ATOMIC_SEQ_CST) > 0);
-	expect_lazy = false;
 	eio_range(PM_ON_ERROR_STOP);
-	nshards = NSHARDS;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
+static void test_lazily_opened_shards_direct_refused(void **state)
+{
+	struct pm_stream_stats st;
+	uint64_t alone;
+
+	if (!fs_direct())
+		skip();
+	expect_lazy = true;
+	make_shards(3 << 10, 20);
+	__atomic_store_n(&einvaled, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&einval_direct, 1, __ATOMIC_SEQ_CST);
+	stream_check(PM_DIRECT_AUTO, PM_COALESCE_ON, false, 1 << 20, &st, &alone);
+	__atomic_store_n(&einval_direct, 0, __ATOMIC_SEQ_CST);
+	assert_true(__atomic_load_n(&einvaled, __ATOMIC_SEQ_CST) > 0);
+	assert_true(st.coalesced_reads > 0);
+	/* every shard's first range read was refused: every shard is read buffered */
+	assert_int_equal(st.files_direct, 0);
+	assert_int_equal(st.files_buffered, LAZY_SHARDS);
+}
+
+static void test_lazily_opened_shard_replaced(void **state)
+{
+	char copy[PATH_MAX + 8];
+	struct pm_stream_opts o;
+	struct pm_manifest *m;
+	struct pm_stream *s;
+	struct pm_batch *b;
+	struct pm_ctx *ctx;
+	const struct shard *t = &sh[LAZY_SHARDS - 1];
+	FILE *f;
+	int ret;
+
+	make_shards(3 << 10, 20);
+	m = shard_manifest();
+	tar_opts(&o, PM_DIRECT_OFF, PM_COALESCE_ON, false, 1 << 20);
+	o.batch_items = 20;	/* one shard's samples a batch: the last is read last */
+	o.slots = 1;		/* batch 1 is read only after batch 0 is released */
+	s = open_stream(&ctx, m, &o);
+	assert_int_equal(pm_stream_next(s, &b), 0);
+	assert_non_null(b);
+	/* the last shard, not opened yet, replaced by a copy of itself */
+	snprintf(copy, sizeof(copy), "%s.new", t->path);
+	f = fopen(copy, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(t->data, 1, t->len, f), t->len);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(rename(copy, t->path), 0);
+	assert_int_equal(pm_stream_release(s, b), 0);
+	while (!(ret = pm_stream_next(s, &b)) && b)
+		pm_stream_release(s, b);
+	assert_int_equal(ret, -ESTALE);
+	if (!strstr(pm_stream_error(s), t->path) ||
+	    !strstr(pm_stream_error(s), "replaced since the stream was created"))
+		fail_msg("%s", pm_stream_error(s));
+	pm_stream_destroy(s);
+	pm_manifest_destroy(m);
+	pm_close(ctx);
 }
 
 int main(void)
@@ -596,7 +684,12 @@ int main(void)
 		cmocka_unit_test(test_cut_member),
 		cmocka_unit_test(test_short_range_read),
 		cmocka_unit_test(test_eio_range_read),
-		cmocka_unit_test(test_lazily_opened_shards_coalesce),
+		cmocka_unit_test_setup_teardown(test_lazily_opened_shards_coalesce,
+						lazy_setup, lazy_teardown),
+		cmocka_unit_test_setup_teardown(test_lazily_opened_shards_direct_refused,
+						lazy_setup, lazy_teardown),
+		cmocka_unit_test_setup_teardown(test_lazily_opened_shard_replaced,
+						lazy_setup, lazy_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
