@@ -4,10 +4,12 @@
 
 For each way, alternating for --reps rounds, as root: the files are dropped
 from the page cache (fadvise DONTNEED, drop_caches) and as much anonymous
-memory as they hold is touched and freed (`pinstream --compare`'s cold
-state), the page cache is asked for them, then a `pread` loop copies them
-into 16 MiB buffers used in turn (timed: the cold copy) and copies them
-again (the warm copy). The ways:
+memory as they hold (at most three quarters of MemAvailable) is touched
+and freed, as `pinstream --compare` does before a cold row; the page cache
+is asked for them (timed: "ask"), then a `pread` loop copies them into
+16 MiB buffers used in turn (timed: the cold copy) and copies them again
+(the warm copy). "cold" is ask and copy together: a populate waits for the
+reads, WILLNEED and readahead do not. The ways:
 
   read       nothing asked first: the pread loop's own readahead
   populate   MADV_POPULATE_READ through a read-only MADV_HUGEPAGE mapping,
@@ -37,6 +39,14 @@ def cpu_s():
     return r.ru_utime + r.ru_stime
 
 
+def available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def cold(files, total):
     os.sync()
     for f in files:
@@ -45,10 +55,12 @@ def cold(files, total):
         os.close(fd)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3")
-    m = mmap.mmap(-1, total)
-    for off in range(0, total, mmap.PAGESIZE):
-        m[off] = 1
-    m.close()
+    touch = min(total, available() * 3 // 4) // mmap.PAGESIZE * mmap.PAGESIZE
+    if touch:
+        m = mmap.mmap(-1, touch)
+        for off in range(0, touch, mmap.PAGESIZE):
+            m[off] = 1
+        m.close()
 
 
 def ask(files, way):
@@ -93,6 +105,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     total = sum(os.stat(f).st_size for f in a.files)
+    if not total:
+        ap.error("the files are empty")
     bufs = [mmap.mmap(-1, BUF) for _ in range(4)]
     for b in bufs:
         b.write(b"\0" * BUF)
@@ -105,7 +119,8 @@ def main():
             n, cold_t, cold_c = timed(lambda: copy(a.files, bufs))
             _, warm_t, warm_c = timed(lambda: copy(a.files, bufs))
             gb = n / 1e9
-            res[w].append((ask_t, ask_c / gb, gb / cold_t, cold_c / gb, gb / warm_t, warm_c / gb))
+            res[w].append((ask_t, ask_c / gb, gb / (ask_t + cold_t), (ask_c + cold_c) / gb,
+                           gb / warm_t, warm_c / gb))
     print("way       ask s  ask CPU s/GB  cold GB/s  cold CPU s/GB  warm GB/s  warm CPU s/GB")
     for w in ways:
         med = [statistics.median(r[i] for r in res[w]) for i in range(6)]

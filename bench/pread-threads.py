@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: MIT
 """What reading in parallel costs out of a warm page cache, without pinmem.
 
-`pread` loops copy the given files (read once first, so they are cached)
-into 16 MiB buffers used in turn, 4 per thread, as a pipeline's pinned
-batch buffers are, with 1 thread and then with one thread per CPU (files
-dealt out), alternating for --reps rounds. Prints each setting's median GB/s
-and CPU seconds per GB (getrusage: every thread), with the rounds' ranges:
-the yardstick for `pinstream --compare`'s warm buffered row, whose reader
-threads copy in parallel the same way.
+`pread` loops copy the given files (read once first, so they are cached;
+the page cache is left as it is, so both settings copy out of the same
+folios) into 16 MiB buffers used in turn, --buffers per thread (4, as a
+stream's slots), with 1 thread and with N threads (one per CPU, at least 2,
+at most one per file; the files dealt out), alternating for --reps rounds.
+Prints each setting's median GB/s and CPU seconds per GB (getrusage: every
+thread), with the rounds' ranges: the yardstick for `pinstream --compare`'s
+warm buffered row, whose reader threads copy in parallel the same way.
+`--buffers 1` shows what one reused buffer, which stays in the CPU's cache,
+saves.
 
     python3 bench/pread-threads.py /data/synth/data-*.bin
 """
@@ -31,7 +34,7 @@ def cpu_s():
 
 def copy(fds, bufs, done):
     total = 0
-    for k, fd in enumerate(fds):
+    for fd in fds:
         off = 0
         while True:
             b = bufs[(total // BUF) % len(bufs)]
@@ -47,7 +50,8 @@ def copy(fds, bufs, done):
 
 def run(fds, bufs, nthreads):
     done = []
-    threads = [threading.Thread(target=copy, args=(fds[i::nthreads], bufs[4 * i:4 * i + 4], done))
+    per = len(bufs) // max(nthreads, 2)
+    threads = [threading.Thread(target=copy, args=(fds[i::nthreads], bufs[per * i:per * (i + 1)], done))
                for i in range(nthreads)]
     c, t = cpu_s(), time.perf_counter()
     for th in threads:
@@ -63,13 +67,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--buffers", type=int, default=4, help="16 MiB buffers per thread")
     a = ap.parse_args()
     par = max(2, min(os.cpu_count() or 1, len(a.files)))
     fds = [os.open(f, os.O_RDONLY) for f in a.files]
     for fd in fds:
         while os.read(fd, BUF):
             pass
-    bufs = [mmap.mmap(-1, BUF) for _ in range(4 * par)]
+    bufs = [mmap.mmap(-1, BUF) for _ in range(a.buffers * par)]
     for b in bufs:
         b.write(b"\0" * BUF)    # faulted in, as a pipeline's buffers are
     res = {1: [], par: []}

@@ -2,15 +2,17 @@
 /*
  * --compare: the same items, batch size and order through four paths, in one
  * run so the ratios are fair on a noisy machine:
- *   (a) pread into pageable memory, then memcpy into a pinned buffer
+ *   (a) pread into pageable memory, then memcpy into pinned memory
  *       (what DataLoader(pin_memory=True) does),
- *   (b) pread straight into the pinned buffer,
+ *   (b) pread straight into pinned memory,
  *   (c) pinmem, buffered io_uring reads into the pinned slots,
  *   (d) pinmem, O_DIRECT io_uring reads into the pinned slots,
  *   (e) DataLoader(num_workers=N, pin_memory=True): N worker threads (N =
  *       CPUs) pread whole batches into pageable memory, two batches ahead
  *       each (prefetch_factor=2), and one pin thread copies each batch, in
- *       order, into the pinned buffer.
+ *       order, into pinned memory.
+ * The baselines' pinned memory is as many batch buffers as the stream has
+ * slots, filled in turn (struct cmp's pinned).
  * With --coalesce on, (c) and (d) read item by item (coalescing off) and two
  * rows read close items of a file (tar members) as one range and copy them
  * into place (enum pm_coalesce):
@@ -95,14 +97,17 @@ struct cmp {
 	bool backend;
 	/*
 	 * The baselines' pinned destination: as many batch-sized parts as the
-	 * stream has slots, used in turn, as a pipeline that copies one batch
-	 * to the device while it reads the next must.  One reused batch
-	 * buffer stays in the CPU's cache, which no such pipeline's does:
+	 * stream has slots, filled in turn, so that the baselines write as
+	 * much memory as the stream does (a pipeline that copies one batch to
+	 * the device while it reads the next needs that many; these wait for
+	 * each copy).  One reused batch buffer stays in the CPU's cache:
 	 * measured warm, a pread loop into one 16 MiB buffer spent 0.062-0.065
-	 * CPU s/GB, into four in turn 0.082-0.083.
+	 * CPU s/GB, into four in turn 0.082-0.083.  Held only while baseline
+	 * rows run, so the run pins at most what the stream's ring does.
 	 */
 	struct pm_buf *pinned;
 	uint32_t nslots;
+	enum pm_pin_mode pin_mode;	/* how it was pinned */
 	void *dev;
 	char *pageable;
 	char drop_note[160];
@@ -284,6 +289,29 @@ static int to_device(struct cmp *c, const char *pin, uint64_t fill, struct row *
 	if (ret)
 		snprintf(r->note, sizeof(r->note), "%s", pm_ctx_last_error(c->ctx));
 	return ret;
+}
+
+/* The baselines' pinned destination, allocated unless it is: 0 or -errno (pm_ctx_last_error). */
+static int baseline_alloc(struct cmp *c)
+{
+	int ret;
+
+	if (c->pinned)
+		return 0;
+	/* the pages the stream's slots get (THP): the rows differ in how they read, not in pages */
+	ret = pm_buf_alloc(c->ctx, (uint64_t)c->nslots * c->slot,
+			   &(struct pm_buf_opts){ .pin = c->a->so.pin, .pages = PM_PAGES_THP },
+			   &c->pinned);
+	if (!ret)
+		c->pin_mode = pm_buf_pin_mode(c->pinned);
+	return ret;
+}
+
+static void baseline_free(struct cmp *c)
+{
+	if (c->pinned)
+		pm_buf_free(c->ctx, c->pinned);
+	c->pinned = NULL;
 }
 
 /* Batch k's part of the baselines' pinned destination. */
@@ -541,6 +569,15 @@ static void run_row(struct cmp *c, enum mode mode, bool warm, struct row *r)
 	double t0, c0, t, cpu;
 	int ret;
 
+	/* a stream row pins its own ring: the baselines' memory is given back first */
+	ret = baseline(mode) ? baseline_alloc(c) : (baseline_free(c), 0);
+	if (ret) {
+		memset(r, 0, sizeof(*r));
+		r->mode = mode;
+		r->warm = warm;
+		snprintf(r->note, sizeof(r->note), "%s", pm_ctx_last_error(c->ctx));
+		return;
+	}
 	drop_cache(c);
 	if (!warm)
 		settle_memory(c);
@@ -735,10 +772,10 @@ static void print_meaning(struct cmp *c, const struct row *rows, int n)
 	}
 	if (ci.module)
 		printf("pinmem here: slots pinned through /dev/pinmem (%s, budgeted)",
-		       c->pinned ? pm_pin_mode_name(pm_buf_pin_mode(c->pinned)) : "module");
+		       pm_pin_mode_name(c->pin_mode));
 	else
 		printf("pinmem here: slots pinned with %s, so no budget applies (%s)",
-		       c->pinned ? pm_pin_mode_name(pm_buf_pin_mode(c->pinned)) : "mlock",
+		       pm_pin_mode_name(c->pin_mode),
 		       ci.module_note[0] ? ci.module_note : "no module");
 	printf("; reads %s\n", d && d->ok ?
 	       "with O_DIRECT where the file system allows it, as (d) (--direct auto)" :
@@ -860,10 +897,7 @@ int ps_compare(const struct ps_args *a)
 	}
 	memset(c.pageable, 0, c.slot);	/* fault it in, as a warm DataLoader worker has */
 	c.nslots = a->so.slots;	/* the stream's, from pm_stream_opts_init or --slots */
-	/* the pages the stream's slots get (THP): the rows differ in how they read, not in pages */
-	if (pm_buf_alloc(c.ctx, c.nslots * c.slot, &(struct pm_buf_opts){ .pin = a->so.pin,
-							  .pages = PM_PAGES_THP },
-			 &c.pinned)) {
+	if (baseline_alloc(&c)) {	/* refused here, not row by row */
 		ps_err("%s", pm_ctx_last_error(c.ctx));
 		goto out;
 	}
@@ -913,8 +947,7 @@ nomem:
 out:
 	if (c.dev)
 		pm_dev_free(c.ctx, c.dev);
-	if (c.pinned)
-		pm_buf_free(c.ctx, c.pinned);
+	baseline_free(&c);
 	for (uint32_t i = 0; c.fds && i < pm_manifest_npaths(c.m); i++)
 		if (c.fds[i] >= 0)
 			close(c.fds[i]);
