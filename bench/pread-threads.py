@@ -48,9 +48,8 @@ def copy(fds, bufs, done):
     done.append(total)
 
 
-def run(fds, bufs, nthreads):
+def run(fds, bufs, nthreads, per):
     done = []
-    per = len(bufs) // max(nthreads, 2)
     threads = [threading.Thread(target=copy, args=(fds[i::nthreads], bufs[per * i:per * (i + 1)], done))
                for i in range(nthreads)]
     c, t = cpu_s(), time.perf_counter()
@@ -80,7 +79,7 @@ def main():
     res = {1: [], par: []}
     for rep in range(a.reps):
         for n in ((1, par) if rep % 2 == 0 else (par, 1)):
-            res[n].append(run(fds, bufs, n))
+            res[n].append(run(fds, bufs, n, a.buffers))
     for n, rs in res.items():
         g = [r[0] for r in rs]
         c = [r[1] for r in rs]

@@ -56,7 +56,7 @@ UNIT_TIMEOUT ?= 900
 unit-check: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "  UNIT $$t"; \
 		$(UNIT_ENV) timeout -k 10 $(UNIT_TIMEOUT) $$t || \
-		{ echo "unit-check: $$t failed (exit $$?; 124: it ran past $(UNIT_TIMEOUT) s)"; exit 1; }; done
+		{ echo "unit-check: $$t failed (exit $$?; 124 or 137: it ran past $(UNIT_TIMEOUT) s)"; exit 1; }; done
 
 unit-check-asan:
 	+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -620,7 +620,13 @@ static void test_lazily_opened_shards_direct_refused(void **state)
 	struct pm_stream_stats st;
 	uint64_t alone;
 
+	struct statx stx;
+
 	if (!fs_direct())
+		skip();
+	/* the staging buffers are aligned to 4096: a larger alignment reads item by item */
+	if (!statx(AT_FDCWD, sh[0].path, 0, STATX_DIOALIGN, &stx) &&
+	    (stx.stx_mask & STATX_DIOALIGN) && 4096 % stx.stx_dio_offset_align)
 		skip();
 	expect_lazy = true;
 	make_shards(3 << 10, 20);
