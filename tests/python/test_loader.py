@@ -708,8 +708,10 @@ def test_ring_is_registered_on_this_ranks_gpu(monkeypatch):
 
 
 CTRL_C_CHILD = r"""
-import os, sys, time, torch
+import os, signal, sys, time, torch
 import pinmem.torch as pt
+# Python leaves SIGINT ignored when its parent did (a CI job started in the background)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from child_datasets import SlowZeros
 loader = pt.DataLoader(SlowZeros(), batch_size=4, num_workers=2, module=sys.argv[1])
 it = iter(loader)
