@@ -18,7 +18,7 @@ reads, WILLNEED and readahead do not. The ways:
 
 Prints the median GB/s and CPU seconds per GB of each step. On a VM that
 gives free memory back to its host (free page reporting reports free blocks
-of 2 MiB and more), a 2 MiB folio always lands on memory the host took back,
+of 2 MiB and more), a 2 MiB folio mostly lands on memory the host took back,
 and its first touch, the cold copy, pays the host's refault.
 
     sudo python3 bench/cold-copy.py /data/synth/data-*.bin

@@ -619,7 +619,6 @@ static void test_lazily_opened_shards_direct_refused(void **state)
 {
 	struct pm_stream_stats st;
 	uint64_t alone;
-
 	struct statx stx;
 
 	if (!fs_direct())
