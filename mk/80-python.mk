@@ -66,7 +66,9 @@ CHECK_STEPS += python-check
 # The suite again with the extension and libpinmem built with ASan+UBSan
 # (ASAN_FLAGS, mk/30-unit.mk) in $(O)/asan-py; the interpreter is not
 # instrumented, so the runtimes are preloaded and leak checking is off (the
-# interpreter's own allocations at exit would drown it).
+# interpreter's own allocations at exit would drown it).  Workers start with
+# forkserver, as on Python 3.14: fork() from the threaded pytest process can
+# deadlock a worker under GCC 12's libasan (tests/python/conftest.py).
 PY_ASAN_O := $(O)/asan-py
 .PHONY: python-check-asan
 python-check-asan:
@@ -79,7 +81,7 @@ python-check-asan:
 		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		PINMEM_CUDA_STUB=$(if $(PY_CUDA_STUB),$(abspath $(PY_ASAN_O))/unit/libcudart_stub.so) \
-		$(PYTHON) -m pytest -q -p no:cacheprovider .
+		PINMEM_TEST_START_METHOD=forkserver $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 CHECK_STEPS += python-check-asan
 

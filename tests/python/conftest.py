@@ -28,6 +28,12 @@ collect_ignore = ["torch_suite"]
 # does not preload, run in the spawn tests and in the child scripts' tests (EXIT_CHILD,
 # CTRL_C_CHILD, UNPRIVILEGED: processes of their own, without this preload).
 multiprocessing.set_forkserver_preload(["torch", "pinmem.torch"])
+# The ASan row (make python-check-asan) asks for forkserver on every Python: GCC 12's
+# libasan takes no allocator lock across fork(), so a worker forked while another
+# thread of pytest was in malloc can wait on that lock forever (seen once in CI).  The
+# forkserver is single-threaded when it forks; the plain rows keep the platform default.
+if os.environ.get("PINMEM_TEST_START_METHOD"):
+    multiprocessing.set_start_method(os.environ["PINMEM_TEST_START_METHOD"], force=True)
 
 MODULE = os.environ.get("PINMEM_TEST_MODULE") == "1"
 MODULE_MODE = "require" if MODULE else "auto"

@@ -41,6 +41,9 @@ fi
 
 summary=
 status=0
+started=$O/vm/.check-all-started
+mkdir -p "$O/vm"
+touch "$started"
 for kv in "$@"; do
 	t0=$(date +%s)
 	if tests/vm/run.sh --kernel "/boot/vmlinuz-$kv" \
@@ -75,6 +78,12 @@ else
 	summary="$summary$(printf '  %-28s %s  %4ss (tests/vm-newest/prepare.sh failed: no chroot)' "trixie-backports" FAIL $(($(date +%s) - t0)))
 "
 fi
+# Each failed kernel's splat again, near the end, where a truncated log keeps it.
+for f in "$O"/vm/*/failure.txt; do
+	if [ -f "$f" ] && [ "$f" -nt "$started" ]; then
+		cat "$f"
+	fi
+done
 echo "vm-check summary ($accel):"
 printf '%s' "$summary"
 [ "$status" = 0 ] && echo "vm-check: all kernels passed" || echo "vm-check: FAIL"

@@ -291,15 +291,27 @@ if [ -n "$result" ] && { [ -z "$acq" ] || [ "$acq" != "$rel" ]; }; then
 	fail "nr_foll_pin_acquired=$acq != nr_foll_pin_released=$rel"
 fi
 
-if [ -n "$splats" ]; then
-	echo "vm: $kver: kernel log excerpt:"
-	grep -a -B 2 -A 25 -m 3 -E 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean" | head -n 90
-fi
+# On failure: the tests' complaints, then what a truncated CI log must keep,
+# the most telling lines last (also kept in $out/failure.txt, which
+# check-all.sh prints again before its summary).
 if [ -n "$reasons" ]; then
-	grep -a -E '^not ok |^# |^PINMEM-VM: fail ' "$clean" | head -n 60 || true
-	echo "vm: $kver: FAIL in ${secs}s (${reasons#; }) log $log"
+	grep -a -B 2 -A 4 -E '^not ok |^Bail out!|^PINMEM-VM: fail ' "$clean" | head -n 60 || true
+	{
+		echo "vm: $kver: last lines of the console:"
+		tail -n 6 "$clean"
+		if [ -n "$splats" ]; then
+			echo "vm: $kver: first kernel splat:"
+			grep -a -B 3 -A 18 -m 1 -E 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean"
+			grep -a 'Kernel panic' "$clean" | head -n 2
+			echo "vm: $kver: first splat line: $(grep -a -m 1 -E 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean")"
+		fi
+		echo "vm: $kver: last test begun: $(sed -n 's/^PINMEM-VM: begin //p' "$clean" | tail -n 1)"
+		echo "vm: $kver: FAIL in ${secs}s (${reasons#; }) log $log"
+	} >"$out/failure.txt"
+	cat "$out/failure.txt"
 	exit 1
 fi
+rm -f "$out/failure.txt"
 ntests=$(echo "$result" | sed -n 's/.* tests=\([0-9]*\).*/\1/p')
 nok=$(grep -ac '^ok ' "$clean" || true)
 echo "vm: $kver: PASS in ${secs}s ($ntests programs/checks, $nok TAP cases, foll_pin $acq/$rel, $accel)"
