@@ -30,7 +30,8 @@ collect_ignore = ["torch_suite"]
 multiprocessing.set_forkserver_preload(["torch", "pinmem.torch"])
 # The ASan row (make python-check-asan) asks for forkserver on every Python: GCC 12's
 # libasan takes no allocator lock across fork(), so a worker forked while another
-# thread of pytest was in malloc can wait on that lock forever (seen once in CI).  The
+# thread of pytest was in malloc can wait on that lock forever (seen once, make check
+# on a clean clone).  Tests that ask for fork by name still fork.  The
 # forkserver is single-threaded when it forks; the plain rows keep the platform default.
 if os.environ.get("PINMEM_TEST_START_METHOD"):
     multiprocessing.set_start_method(os.environ["PINMEM_TEST_START_METHOD"], force=True)
