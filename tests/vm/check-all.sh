@@ -41,9 +41,7 @@ fi
 
 summary=
 status=0
-started=$O/vm/.check-all-started
-mkdir -p "$O/vm"
-touch "$started"
+failed=	# failure.txt of each kernel that failed (tests/vm/run.sh)
 for kv in "$@"; do
 	t0=$(date +%s)
 	if tests/vm/run.sh --kernel "/boot/vmlinuz-$kv" \
@@ -53,6 +51,7 @@ for kv in "$@"; do
 	else
 		r=FAIL
 		status=1
+		failed="$failed $O/vm/$kv/failure.txt"
 	fi
 	summary="$summary$(printf '  %-28s %s  %4ss (build + boot + tests)' "$kv" "$r" $(($(date +%s) - t0)))
 "
@@ -70,6 +69,7 @@ if prep=$(tests/vm-newest/prepare.sh); then
 	else
 		r=FAIL
 		status=1
+		failed="$failed $O/vm/$kver/failure.txt"
 	fi
 	summary="$summary$(printf '  %-28s %s  %4ss (build + boot + tests; chroot %ss)' "$kver" "$r" $(($(date +%s) - t0)) "$prepare_secs")
 "
@@ -79,10 +79,8 @@ else
 "
 fi
 # Each failed kernel's splat again, near the end, where a truncated log keeps it.
-for f in "$O"/vm/*/failure.txt; do
-	if [ -f "$f" ] && [ "$f" -nt "$started" ]; then
-		cat "$f"
-	fi
+for f in $failed; do
+	[ ! -f "$f" ] || cat "$f"
 done
 echo "vm-check summary ($accel):"
 printf '%s' "$summary"

@@ -116,6 +116,7 @@ mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
 log=$out/console.log
+rm -f "$out/failure.txt"	# written below only when this run fails
 
 # Build: the test programs once, the module for this kernel.
 $MAKE -s --no-print-directory vm-tests O="$O"
@@ -280,7 +281,8 @@ fail() { reasons="$reasons; $*"; }
 verdict=$(awk '$1 == "PINMEM-VM-VERDICT" { v = $2 } END { print v }' "$clean")
 [ -n "$verdict" ] || fail "no verdict line"
 [ -z "$verdict" ] || [ "$verdict" = PASS ] || fail "verdict $verdict"
-splats=$(grep -aE 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean" || true)
+splat_re='BUG:|WARNING:|Oops|general protection|Call Trace'
+splats=$(grep -aE "$splat_re" "$clean" || true)
 [ -z "$splats" ] || fail "kernel splat in log"
 failed=$(grep -a '^PINMEM-VM: fail ' "$clean" || true)
 [ -z "$failed" ] || fail "failed: $(echo "$failed" | awk '{ printf "%s ", $3 }')"
@@ -301,9 +303,9 @@ if [ -n "$reasons" ]; then
 		tail -n 6 "$clean"
 		if [ -n "$splats" ]; then
 			echo "vm: $kver: first kernel splat:"
-			grep -a -B 3 -A 18 -m 1 -E 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean"
+			grep -a -B 3 -A 18 -m 1 -E "$splat_re" "$clean"
 			grep -a 'Kernel panic' "$clean" | head -n 2
-			echo "vm: $kver: first splat line: $(grep -a -m 1 -E 'BUG:|WARNING:|Oops|general protection|Call Trace' "$clean")"
+			echo "vm: $kver: first splat line: $(echo "$splats" | head -n 1)"
 		fi
 		echo "vm: $kver: last test begun: $(sed -n 's/^PINMEM-VM: begin //p' "$clean" | tail -n 1)"
 		echo "vm: $kver: FAIL in ${secs}s (${reasons#; }) log $log"
@@ -311,7 +313,6 @@ if [ -n "$reasons" ]; then
 	cat "$out/failure.txt"
 	exit 1
 fi
-rm -f "$out/failure.txt"
 ntests=$(echo "$result" | sed -n 's/.* tests=\([0-9]*\).*/\1/p')
 nok=$(grep -ac '^ok ' "$clean" || true)
 echo "vm: $kver: PASS in ${secs}s ($ntests programs/checks, $nok TAP cases, foll_pin $acq/$rel, $accel)"
